@@ -1,0 +1,1 @@
+"""simllm engine: pure computation over typed specs (no Hydra, OmegaConf or MLflow here)."""

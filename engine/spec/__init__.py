@@ -1,0 +1,21 @@
+"""Typed, frozen specs in SI units. Each validates itself on construction.
+
+Units inside the engine: bytes, seconds, FLOP, FLOP/s, bytes/s, watts. Field names say the unit.
+"""
+
+from engine.spec.hardware import HardwareSpec
+from engine.spec.model import ModelSpec, DTYPE_BYTES
+from engine.spec.partition import PartitionSpec
+from engine.spec.workload import WorkloadSpec
+from engine.spec.calibration import CalibrationSpec
+from engine.spec.bundle import Specs
+
+__all__ = [
+    "HardwareSpec",
+    "ModelSpec",
+    "PartitionSpec",
+    "WorkloadSpec",
+    "CalibrationSpec",
+    "Specs",
+    "DTYPE_BYTES",
+]

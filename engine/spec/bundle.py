@@ -1,0 +1,47 @@
+"""Specs: the five specs of one job, checked against each other."""
+
+from dataclasses import dataclass
+
+from engine.errors import SpecError
+from engine.spec.calibration import CalibrationSpec
+from engine.spec.hardware import HardwareSpec
+from engine.spec.model import ModelSpec
+from engine.spec.partition import PartitionSpec
+from engine.spec.workload import WorkloadSpec
+
+
+@dataclass(frozen=True)
+class Specs:
+    """Everything one engine run needs. Cross-field rules are checked here."""
+
+    hardware: HardwareSpec
+    model: ModelSpec
+    partition: PartitionSpec
+    workload: WorkloadSpec
+    calibration: CalibrationSpec
+
+    def __post_init__(self):
+        m, p = self.model, self.partition
+        if m.num_heads % p.tp:
+            raise SpecError("partition.tp", p.tp,
+                            f"a divisor of model.num_heads={m.num_heads} ({m.name})")
+        if m.num_kv_heads % p.tp and p.tp % m.num_kv_heads:
+            raise SpecError("partition.tp", p.tp,
+                            f"a divisor or multiple of model.num_kv_heads={m.num_kv_heads} ({m.name})")
+        if m.num_layers % p.pp:
+            # Uneven stages are possible in practice, but the slowest stage then sets the pace;
+            # v1 keeps stages equal so the per-stage time is exact.
+            raise SpecError("partition.pp", p.pp,
+                            f"a divisor of model.num_layers={m.num_layers} ({m.name})")
+        if p.ep > 1:
+            if not m.is_moe:
+                raise SpecError("partition.ep", p.ep, f"1 for the dense model {m.name}")
+            if m.num_experts % p.ep:
+                raise SpecError("partition.ep", p.ep,
+                                f"a divisor of model.num_experts={m.num_experts}")
+            if p.ep > p.devices_per_replica:
+                raise SpecError("partition.ep", p.ep,
+                                f"at most tp*pp*sp={p.devices_per_replica} devices of one replica")
+        if self.workload.prompt_len % p.sp:
+            raise SpecError("partition.sp", p.sp,
+                            f"a divisor of workload.prompt_len={self.workload.prompt_len}")

@@ -1,0 +1,89 @@
+"""HardwareSpec: one accelerator as its spec sheet describes it, in SI units."""
+
+from dataclasses import dataclass
+
+from engine.errors import SpecError
+from engine.spec._check import fraction, non_negative, positive, positive_int
+
+#: Math precisions a sheet gives peaks for. fp16 shares the bf16 figure on every current chip.
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One device (GPU / accelerator) of a scale-up domain.
+
+    Compute peaks are the figures as printed on the sheet, in FLOP/s (or OP/s for int8). When the
+    sheet printed 2:4-sparse figures (``compute_figures_sparse``), the dense peak the engine uses is
+    ``figure * sparse_to_dense_factor`` (0.5 for 2:4 structured sparsity); see ``peak_flops``.
+
+    Bandwidths are per direction, in bytes/s. ``scaleup_*`` is the intra-node fabric (NVLink,
+    xGMI, ICI), ``scaleout_*`` the per-device network to other nodes.
+    """
+
+    name: str
+    peak_flops_bf16: float
+    hbm_capacity_bytes: float
+    hbm_bandwidth_bytes_s: float
+    peak_flops_fp8: float | None = None
+    peak_flops_int8: float | None = None
+    peak_flops_fp4: float | None = None
+    compute_figures_sparse: bool = False
+    sparse_to_dense_factor: float = 0.5
+    sram_bytes: float = 0.0
+    scaleup_bandwidth_bytes_s: float | None = None
+    scaleup_latency_s: float = 0.0
+    scaleout_bandwidth_bytes_s: float | None = None
+    scaleout_latency_s: float = 0.0
+    devices_per_node: int = 1
+    tdp_w: float | None = None
+
+    _group = "hardware"
+
+    def __post_init__(self):
+        g = self._group
+        if not self.name:
+            raise SpecError(f"{g}.name", self.name, "a non-empty device name")
+        positive(g, "peak_bf16", self.peak_flops_bf16, unit="FLOP/s")
+        for p in ("fp8", "int8", "fp4"):
+            positive(g, f"peak_{p}", getattr(self, f"peak_flops_{p}"), allow_none=True, unit="FLOP/s")
+        fraction(g, "sparse_to_dense_factor", self.sparse_to_dense_factor)
+        positive(g, "hbm_capacity", self.hbm_capacity_bytes, unit="bytes")
+        positive(g, "hbm_bandwidth", self.hbm_bandwidth_bytes_s, unit="bytes/s")
+        # One HBM-equipped chip above 100 TB/s or 10 TB capacity is a unit slip, not a chip.
+        if self.hbm_bandwidth_bytes_s > 100e12:
+            raise SpecError(f"{g}.hbm_bandwidth", f"{self.hbm_bandwidth_bytes_s / 1e12:g} TB/s",
+                            "at most 100 TB/s for one device (check TB/s vs Tb/s, per-stack vs total)")
+        if self.hbm_capacity_bytes > 10e12:
+            raise SpecError(f"{g}.hbm_capacity", f"{self.hbm_capacity_bytes / 1e9:g} GB",
+                            "at most 10 TB for one device")
+        non_negative(g, "sram", self.sram_bytes, unit="bytes")
+        positive(g, "scaleup_bandwidth", self.scaleup_bandwidth_bytes_s, allow_none=True, unit="bytes/s")
+        positive(g, "scaleout_bandwidth", self.scaleout_bandwidth_bytes_s, allow_none=True, unit="bytes/s")
+        non_negative(g, "scaleup_latency", self.scaleup_latency_s, unit="s")
+        non_negative(g, "scaleout_latency", self.scaleout_latency_s, unit="s")
+        positive_int(g, "devices_per_node", self.devices_per_node)
+        positive(g, "tdp", self.tdp_w, allow_none=True, unit="W")
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak in FLOP/s for a math precision (``bf16``, ``fp16``, ``fp8``, ``int8``, ``fp4``).
+
+        dense = sheet figure x sparse_to_dense_factor when the sheet's figures were sparse, else the
+        figure itself. A precision the chip lacks raises SpecError naming the field.
+        """
+        key = "bf16" if precision == "fp16" else precision
+        if key not in PRECISIONS:
+            raise SpecError("model.compute_dtype", precision, "one of " + ", ".join(PRECISIONS))
+        figure = getattr(self, f"peak_flops_{key}")
+        if figure is None:
+            raise SpecError(f"hardware.peak_{key}", None,
+                            f"a {key} peak for {self.name} (the model computes in {precision})")
+        return figure * (self.sparse_to_dense_factor if self.compute_figures_sparse else 1.0)
+
+    def ridge_point(self, precision: str = "bf16") -> float:
+        """Ridge point of the roofline in FLOP/byte: peak FLOP/s / HBM bytes/s.
+
+        Kernels with arithmetic intensity above it are compute-bound, below it bandwidth-bound.
+        Example (the Jalapeno sheet): 512e12 / 4e12 = 128 FLOP/byte.
+        """
+        return self.peak_flops(precision) / self.hbm_bandwidth_bytes_s

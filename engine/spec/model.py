@@ -1,0 +1,93 @@
+"""ModelSpec: a decoder-only transformer's architecture and the dtypes it is served in."""
+
+from dataclasses import dataclass
+
+from engine.errors import SpecError
+from engine.spec._check import one_of, positive, positive_int
+
+#: Bytes per element of each storage dtype. 4-bit formats are 0.5 byte before group scales.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
+
+ATTENTION_KINDS = ("mha", "gqa", "mqa")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture numbers as in a HuggingFace ``config.json``.
+
+    ``num_params`` may be given directly, as simple spec-sheet studies do ("a 7.2e9-param model");
+    the weight bytes and per-token matmul FLOPs then come from it, and the architecture fields only
+    feed the attention and KV-cache terms. Without it the engine derives the count from the
+    architecture (see ``engine.analytical.params``).
+
+    MoE: ``num_experts`` routed experts of FFN size ``expert_ffn_size``, ``experts_per_token``
+    active per token, ``num_shared_experts`` always active. ``num_experts = 0`` is a dense FFN.
+    """
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_size: int
+    vocab_size: int
+    attention: str = "gqa"
+    tied_embeddings: bool = False
+    gated_mlp: bool = True
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_ffn_size: int = 0
+    num_shared_experts: int = 0
+    num_params: float | None = None
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+
+    _group = "model"
+
+    def __post_init__(self):
+        g = self._group
+        if not self.name:
+            raise SpecError(f"{g}.name", self.name, "a non-empty model name")
+        for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size",
+                  "vocab_size"):
+            positive_int(g, f, getattr(self, f))
+        for f in ("num_experts", "experts_per_token", "expert_ffn_size", "num_shared_experts"):
+            positive_int(g, f, getattr(self, f), minimum=0)
+        one_of(g, "attention", self.attention, ATTENTION_KINDS)
+        for f in ("weight_dtype", "kv_dtype", "activation_dtype"):
+            one_of(g, f, getattr(self, f), tuple(DTYPE_BYTES))
+        positive(g, "num_params", self.num_params, allow_none=True)
+        if self.num_heads % self.num_kv_heads:
+            raise SpecError(f"{g}.num_kv_heads", self.num_kv_heads,
+                            f"a divisor of num_heads={self.num_heads}")
+        expected_kv = {"mha": self.num_heads, "mqa": 1}.get(self.attention)
+        if expected_kv is not None and self.num_kv_heads != expected_kv:
+            raise SpecError(f"{g}.num_kv_heads", self.num_kv_heads,
+                            f"{expected_kv} for attention={self.attention}")
+        if self.attention == "gqa" and not (1 < self.num_kv_heads < self.num_heads):
+            raise SpecError(f"{g}.attention", self.attention,
+                            f"'mha' or 'mqa' for num_kv_heads={self.num_kv_heads} of {self.num_heads}")
+        if self.num_experts:
+            if not (1 <= self.experts_per_token <= self.num_experts):
+                raise SpecError(f"{g}.experts_per_token", self.experts_per_token,
+                                f"between 1 and num_experts={self.num_experts}")
+            positive_int(g, "expert_ffn_size", self.expert_ffn_size)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def math_dtype(self) -> str:
+        """Precision the matmuls run in: the wider of weights and activations.
+
+        Weight-only quantisation (W4A16, W8A16) dequantises to the activation dtype, so it computes
+        at the activation precision; W8A8-fp8 computes in fp8.
+        """
+        if DTYPE_BYTES[self.weight_dtype] >= DTYPE_BYTES[self.activation_dtype]:
+            wide = self.weight_dtype
+        else:
+            wide = self.activation_dtype
+        return "bf16" if wide == "fp32" else wide

@@ -1,0 +1,43 @@
+"""The ``simllm`` console script: the Hydra app.
+
+    simllm                                   # default experiment, prints a short table
+    simllm -m hardware=h100_sxm,h200 partition=tp1,tp2
+"""
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from engine.errors import SpecError
+from runner import experiments, schema
+from runner.job import record_failure, run_job
+
+schema.register()
+experiments.register()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    hc = HydraConfig.get()
+    job_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode == RunMode.MULTIRUN
+    try:
+        run_job(cfg, job_dir, list(hc.overrides.task))
+    except SpecError as e:
+        record_failure(job_dir, e)
+        print(f"simllm: error: {e}", file=sys.stderr)
+        if not multirun:
+            sys.exit(2)
+    except Exception as e:  # noqa: BLE001
+        record_failure(job_dir, e)
+        if not multirun:
+            raise
+        print(f"simllm: job {hc.job.num} failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Composed config -> engine specs, once, at the boundary. Quantities become SI floats here."""
+
+from omegaconf import DictConfig, OmegaConf
+
+from engine.errors import SpecError
+from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
+                         WorkloadSpec)
+from runner.schema import UNITS
+from runner.units import to_si
+
+
+def _q(cfg: DictConfig, group: str, key: str):
+    """Field ``group.key`` of the config as an SI float (None stays None)."""
+    return to_si(f"{group}.{key}", cfg[group][key], UNITS[f"{group}.{key}"])
+
+
+def hardware_spec(cfg: DictConfig) -> HardwareSpec:
+    h = cfg.hardware
+    return HardwareSpec(
+        name=h.name,
+        peak_flops_bf16=_q(cfg, "hardware", "peak_bf16"),
+        peak_flops_fp8=_q(cfg, "hardware", "peak_fp8"),
+        peak_flops_int8=_q(cfg, "hardware", "peak_int8"),
+        peak_flops_fp4=_q(cfg, "hardware", "peak_fp4"),
+        compute_figures_sparse=h.compute_figures_sparse,
+        sparse_to_dense_factor=h.sparse_to_dense_factor,
+        hbm_capacity_bytes=_q(cfg, "hardware", "hbm_capacity"),
+        hbm_bandwidth_bytes_s=_q(cfg, "hardware", "hbm_bandwidth"),
+        sram_bytes=_q(cfg, "hardware", "sram"),
+        scaleup_bandwidth_bytes_s=_q(cfg, "hardware", "scaleup_bandwidth"),
+        scaleup_latency_s=_q(cfg, "hardware", "scaleup_latency"),
+        scaleout_bandwidth_bytes_s=_q(cfg, "hardware", "scaleout_bandwidth"),
+        scaleout_latency_s=_q(cfg, "hardware", "scaleout_latency"),
+        devices_per_node=h.devices_per_node,
+        tdp_w=_q(cfg, "hardware", "tdp"),
+    )
+
+
+def model_spec(cfg: DictConfig) -> ModelSpec:
+    m = OmegaConf.to_container(cfg.model, resolve=True)
+    m.pop("source", None)
+    if m.get("num_params") is not None:
+        m["num_params"] = float(m["num_params"])
+    return ModelSpec(**m)
+
+
+def specs_from_config(cfg: DictConfig) -> Specs:
+    """Build and cross-validate the five specs. Raises SpecError naming the offending field."""
+    part = OmegaConf.to_container(cfg.partition, resolve=True)
+    part.pop("name", None)
+    wl = OmegaConf.to_container(cfg.workload, resolve=True)
+    c = cfg.calibration
+    return Specs(
+        hardware=hardware_spec(cfg),
+        model=model_spec(cfg),
+        partition=PartitionSpec(**part),
+        workload=WorkloadSpec(**wl),
+        calibration=CalibrationSpec(
+            name=c.name,
+            compute_efficiency=c.compute_efficiency,
+            memory_bandwidth_efficiency=c.memory_bandwidth_efficiency,
+            comm_efficiency=c.comm_efficiency,
+            memory_reserve_bytes=_q(cfg, "calibration", "memory_reserve"),
+            kv_usable_fraction=c.kv_usable_fraction,
+        ),
+    )
+
+
+__all__ = ["specs_from_config", "SpecError"]

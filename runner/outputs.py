@@ -1,0 +1,54 @@
+"""Job-directory files: written first, atomically, before any tracking call."""
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from engine.result import RunResult
+
+SUMMARY = "summary.json"
+TABLE = "table.parquet"
+ASSUMPTIONS = "assumptions.md"
+CONFIG = "config.yaml"
+ERROR = "error.txt"
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write via a temp file in the same directory, then rename: never a half-written file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def write_result(job_dir: Path, result: RunResult, resolved_yaml: str, meta: dict) -> list[Path]:
+    """Write summary.json, table.parquet, assumptions.md and config.yaml into ``job_dir``."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    summary = {k: _jsonable(v) for k, v in result.summary.items()}
+    doc = {"summary": summary, **meta}
+    paths = [job_dir / SUMMARY, job_dir / TABLE, job_dir / ASSUMPTIONS, job_dir / CONFIG]
+    _atomic_write(paths[1], lambda p: result.table.write_parquet(p))
+    _atomic_write(paths[2], lambda p: Path(p).write_text(result.assumptions_markdown()))
+    _atomic_write(paths[3], lambda p: Path(p).write_text(resolved_yaml))
+    # summary.json last: its presence marks a complete job directory.
+    _atomic_write(paths[0], lambda p: Path(p).write_text(json.dumps(doc, indent=2, sort_keys=True)))
+    return paths
+
+
+def write_error(job_dir: Path, text: str) -> Path:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    path = job_dir / ERROR
+    _atomic_write(path, lambda p: Path(p).write_text(text))
+    return path

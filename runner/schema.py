@@ -1,0 +1,132 @@
+"""Structured-config schemas (registered in Hydra's ConfigStore as ``<group>_schema``).
+
+They reject unknown keys and wrong types at compose time, naming the full key. Quantity fields are
+typed ``Any``: they take a number in the field's default unit (``UNITS`` below, also shown in each
+YAML comment) or a string with a unit ("4.8 TB/s", "141 GB"); ``runner.convert`` turns them into
+SI floats once, with pint.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+
+#: Default unit of each quantity field when it is given as a bare number.
+UNITS = {
+    "hardware.peak_bf16": "TFLOPS", "hardware.peak_fp8": "TFLOPS", "hardware.peak_int8": "TOPS",
+    "hardware.peak_fp4": "TFLOPS", "hardware.hbm_capacity": "GB", "hardware.hbm_bandwidth": "TB/s",
+    "hardware.sram": "MB", "hardware.scaleup_bandwidth": "GB/s", "hardware.scaleup_latency": "us",
+    "hardware.scaleout_bandwidth": "GB/s", "hardware.scaleout_latency": "us", "hardware.tdp": "W",
+    "calibration.memory_reserve": "GB",
+}
+
+
+@dataclass
+class HardwareSchema:
+    name: str = "???"
+    description: str = ""
+    peak_bf16: Any = "???"
+    peak_fp8: Any = None
+    peak_int8: Any = None
+    peak_fp4: Any = None
+    compute_figures_sparse: bool = False
+    sparse_to_dense_factor: float = 0.5
+    hbm_capacity: Any = "???"
+    hbm_bandwidth: Any = "???"
+    sram: Any = 0
+    scaleup_bandwidth: Any = None
+    scaleup_latency: Any = 0
+    scaleout_bandwidth: Any = None
+    scaleout_latency: Any = 0
+    devices_per_node: int = 1
+    tdp: Any = None
+
+
+@dataclass
+class ModelSchema:
+    name: str = "???"
+    num_layers: int = "???"  # type: ignore[assignment]
+    hidden_size: int = "???"  # type: ignore[assignment]
+    num_heads: int = "???"  # type: ignore[assignment]
+    num_kv_heads: int = "???"  # type: ignore[assignment]
+    head_dim: int = "???"  # type: ignore[assignment]
+    ffn_size: int = "???"  # type: ignore[assignment]
+    vocab_size: int = "???"  # type: ignore[assignment]
+    attention: str = "gqa"
+    tied_embeddings: bool = False
+    gated_mlp: bool = True
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_ffn_size: int = 0
+    num_shared_experts: int = 0
+    num_params: Optional[float] = None
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+    source: str = ""
+
+
+@dataclass
+class PartitionSchema:
+    name: str = "custom"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    sp: int = 1
+    dp: int = 1
+
+
+@dataclass
+class WorkloadSchema:
+    name: str = "custom"
+    prompt_len: int = "???"  # type: ignore[assignment]
+    output_len: int = "???"  # type: ignore[assignment]
+    batch_size: int = 1
+
+
+@dataclass
+class CalibrationSchema:
+    name: str = "???"
+    compute_efficiency: float = "???"  # type: ignore[assignment]
+    memory_bandwidth_efficiency: float = "???"  # type: ignore[assignment]
+    comm_efficiency: float = "???"  # type: ignore[assignment]
+    memory_reserve: Any = "???"
+    kv_usable_fraction: float = "???"  # type: ignore[assignment]
+    provenance: str = ""
+
+
+@dataclass
+class EngineSchema:
+    name: str = "analytical"
+
+
+@dataclass
+class TrackingSchema:
+    enabled: bool = True
+    uri: str = "sqlite:///outputs/mlflow.db"
+    experiment: str = "simllm"
+    run_name: Optional[str] = None
+    tags: dict = field(default_factory=dict)
+
+
+@dataclass
+class ConfigSchema:
+    hardware: HardwareSchema = field(default_factory=HardwareSchema)
+    model: ModelSchema = field(default_factory=ModelSchema)
+    partition: PartitionSchema = field(default_factory=PartitionSchema)
+    workload: WorkloadSchema = field(default_factory=WorkloadSchema)
+    calibration: CalibrationSchema = field(default_factory=CalibrationSchema)
+    engine: EngineSchema = field(default_factory=EngineSchema)
+    tracking: TrackingSchema = field(default_factory=TrackingSchema)
+    print_table: bool = True
+
+
+def register() -> None:
+    """Store the schemas in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=ConfigSchema)
+    for group, node in (("hardware", HardwareSchema), ("model", ModelSchema),
+                        ("partition", PartitionSchema), ("workload", WorkloadSchema),
+                        ("calibration", CalibrationSchema), ("engine", EngineSchema),
+                        ("tracking", TrackingSchema)):
+        cs.store(group=group, name=f"{group}_schema", node=node)

@@ -1,0 +1,71 @@
+"""Unit strings -> SI floats with pint, once, at the config/engine boundary."""
+
+import functools
+import math
+
+import pint
+
+from engine.errors import SpecError
+
+#: SI unit each quantity kind is converted to inside the engine.
+_TARGET = {
+    "TFLOPS": ("FLOPS", "a compute rate such as '989 TFLOPS'"),
+    "TOPS": ("FLOPS", "a compute rate such as '1979 TOPS'"),
+    "GB": ("byte", "a size such as '80 GB' or '141 GiB'"),
+    "MB": ("byte", "a size such as '50 MB'"),
+    "TB/s": ("byte / second", "a bandwidth such as '3.35 TB/s'"),
+    "GB/s": ("byte / second", "a bandwidth such as '450 GB/s'"),
+    "us": ("second", "a time such as '2 us'"),
+    "W": ("watt", "a power such as '700 W'"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def registry() -> pint.UnitRegistry:
+    """A pint registry that also knows FLOP-rates and bit-rates written the way sheets write them.
+
+    FLOPS/OPS are FLOP per second (TOPS = 1e12 OP/s, an int8 op counted like a FLOP). ``Gb``,
+    ``Tb`` ... are bits (pint's default reads ``Gb`` as gilbert). ``GB`` is 1e9 bytes, ``GiB`` 2^30.
+    """
+    ureg = pint.UnitRegistry(on_redefinition="ignore")
+    ureg.define("FLOP = [computation] = flop")
+    ureg.define("FLOPS = FLOP / second = flops")
+    ureg.define("OPS = FLOP / second = ops")
+    for prefix, factor in (("k", "1e3"), ("M", "1e6"), ("G", "1e9"), ("T", "1e12"), ("P", "1e15")):
+        ureg.define(f"{prefix}b = {factor} * bit")
+    return ureg
+
+
+def to_si(field: str, value, default_unit: str) -> float | None:
+    """Convert a config value to the SI float the engine uses.
+
+    ``value`` is a number in ``default_unit`` or a string with its own unit. Raises SpecError
+    naming ``field`` when the string does not parse, the dimension is wrong (a bandwidth in TFLOPS)
+    or the number is not finite. Sign and range are checked by the spec itself.
+    """
+    if value is None:
+        return None
+    target, example = _TARGET[default_unit]
+    ureg = registry()
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, (int, float)):
+            q = ureg.Quantity(float(value), default_unit)
+        else:
+            text = str(value).strip()
+            try:
+                q = ureg.Quantity(float(text), default_unit)
+            except ValueError:
+                q = ureg.Quantity(text)
+        if q.unitless and not isinstance(value, (int, float)):
+            q = ureg.Quantity(q.magnitude, default_unit)
+        out = float(q.to(target).magnitude)
+    except pint.DimensionalityError:
+        raise SpecError(field, value, f"{example} (got the wrong kind of unit)") from None
+    except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, ValueError, TypeError,
+            AttributeError, AssertionError):
+        raise SpecError(field, value, f"{example} or a bare number in {default_unit}") from None
+    if not math.isfinite(out):
+        raise SpecError(field, value, f"a finite value: {example}")
+    return out
