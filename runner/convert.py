@@ -1,17 +1,39 @@
 """Composed config -> engine specs, once, at the boundary. Quantities become SI floats here."""
 
+from dataclasses import fields
+
 from omegaconf import DictConfig, OmegaConf
 
 from engine.errors import SpecError
 from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
                          WorkloadSpec)
-from runner.schema import UNITS
+from runner.schema import (UNITS, CalibrationSchema, HardwareSchema, ModelSchema,
+                           PartitionSchema, WorkloadSchema)
 from runner.units import to_si
+
+
+#: Quantities for which zero is meaningful (no SRAM, no latency, no reserve).
+_ZERO_OK = {"hardware.sram", "hardware.scaleup_latency", "hardware.scaleout_latency",
+            "calibration.memory_reserve"}
+
+_SCHEMAS = {"hardware": HardwareSchema, "model": ModelSchema, "partition": PartitionSchema,
+            "workload": WorkloadSchema, "calibration": CalibrationSchema}
 
 
 def _q(cfg: DictConfig, group: str, key: str):
     """Field ``group.key`` of the config as an SI float (None stays None)."""
-    return to_si(f"{group}.{key}", cfg[group][key], UNITS[f"{group}.{key}"])
+    full = f"{group}.{key}"
+    return to_si(full, cfg[group][key], UNITS[full], allow_zero=full in _ZERO_OK)
+
+
+def _no_extra_keys(cfg: DictConfig) -> None:
+    """Keys added with ``+group.key=...`` that no schema knows would be silently ignored: refuse."""
+    for group, schema in _SCHEMAS.items():
+        known = {f.name for f in fields(schema)}
+        for key in cfg[group]:
+            if key not in known:
+                raise SpecError(f"{group}.{key}", cfg[group][key],
+                                f"a known key of {group} (no schema field {key!r}; known: {', '.join(sorted(known))})")
 
 
 def hardware_spec(cfg: DictConfig) -> HardwareSpec:
@@ -46,6 +68,7 @@ def model_spec(cfg: DictConfig) -> ModelSpec:
 
 def specs_from_config(cfg: DictConfig) -> Specs:
     """Build and cross-validate the five specs. Raises SpecError naming the offending field."""
+    _no_extra_keys(cfg)
     part = OmegaConf.to_container(cfg.partition, resolve=True)
     part.pop("name", None)
     wl = OmegaConf.to_container(cfg.workload, resolve=True)

@@ -59,7 +59,8 @@ def _split_summary(summary: dict):
             metrics[k] = float(v)
             tags[f"summary.{k}"] = str(v).lower()
         elif isinstance(v, (int, float)):
-            metrics[k] = float(v)
+            if v == v:  # NaN (e.g. latency of a config that does not fit) is not logged as a metric
+                metrics[k] = float(v)
         else:
             tags[f"summary.{k}"] = str(v)[:5000]
     return metrics, tags

@@ -36,12 +36,13 @@ def registry() -> pint.UnitRegistry:
     return ureg
 
 
-def to_si(field: str, value, default_unit: str) -> float | None:
+def to_si(field: str, value, default_unit: str, allow_zero: bool = False) -> float | None:
     """Convert a config value to the SI float the engine uses.
 
     ``value`` is a number in ``default_unit`` or a string with its own unit. Raises SpecError
     naming ``field`` when the string does not parse, the dimension is wrong (a bandwidth in TFLOPS)
-    or the number is not finite. Sign and range are checked by the spec itself.
+    or the number is not finite or not positive (zero allowed with ``allow_zero``). Plausibility
+    ranges are checked by the spec itself.
     """
     if value is None:
         return None
@@ -68,4 +69,7 @@ def to_si(field: str, value, default_unit: str) -> float | None:
         raise SpecError(field, value, f"{example} or a bare number in {default_unit}") from None
     if not math.isfinite(out):
         raise SpecError(field, value, f"a finite value: {example}")
+    if out < 0 or (out == 0 and not allow_zero):
+        sign = ">= 0" if allow_zero else "> 0"
+        raise SpecError(field, value, f"a value {sign} in {default_unit} or with a unit: {example}")
     return out

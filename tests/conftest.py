@@ -1,0 +1,65 @@
+"""Shared fixtures: Hydra compose API over the project's conf/, and a migrated MLflow SQLite store
+created once per test session and copied for each test that needs a clean one."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _registered():
+    from runner import experiments, schema
+
+    schema.register()
+    experiments.register()
+
+
+@pytest.fixture
+def cfg_of():
+    """cfg_of(*overrides) -> composed DictConfig (compose API, no job run)."""
+
+    def _compose(*overrides):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+
+    yield _compose
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def _migrated_store(tmp_path_factory) -> Path:
+    """An MLflow SQLite store with all schema migrations applied (slow: done once)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_uri(_migrated_store, tmp_path) -> str:
+    """A fresh, already-migrated SQLite tracking URI for one test."""
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copy(_migrated_store, db)
+    return f"sqlite:///{db}"
+
+
+def run_cli(args, cwd, env_extra=None, timeout=300):
+    """Run the ``simllm`` console script in a subprocess; returns CompletedProcess."""
+    env = dict(os.environ, **(env_extra or {}))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    exe = Path(sys.executable).parent / "simllm"
+    return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
