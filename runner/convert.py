@@ -14,7 +14,8 @@ from runner.units import to_si
 
 #: Quantities for which zero is meaningful (no SRAM, no latency, no reserve).
 _ZERO_OK = {"hardware.sram", "hardware.scaleup_latency", "hardware.scaleout_latency",
-            "calibration.memory_reserve"}
+            "calibration.memory_reserve", "calibration.step_overhead",
+            "calibration.per_token_overhead", "calibration.per_request_overhead"}
 
 _SCHEMAS = {"hardware": HardwareSchema, "model": ModelSchema, "partition": PartitionSchema,
             "workload": WorkloadSchema, "calibration": CalibrationSchema}
@@ -85,6 +86,9 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             comm_efficiency=c.comm_efficiency,
             memory_reserve_bytes=_q(cfg, "calibration", "memory_reserve"),
             kv_usable_fraction=c.kv_usable_fraction,
+            step_overhead_s=_q(cfg, "calibration", "step_overhead"),
+            per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
+            per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
         ),
     )
 

@@ -17,7 +17,8 @@ UNITS = {
     "hardware.peak_fp4": "TFLOPS", "hardware.hbm_capacity": "GB", "hardware.hbm_bandwidth": "TB/s",
     "hardware.sram": "MB", "hardware.scaleup_bandwidth": "GB/s", "hardware.scaleup_latency": "us",
     "hardware.scaleout_bandwidth": "GB/s", "hardware.scaleout_latency": "us", "hardware.tdp": "W",
-    "calibration.memory_reserve": "GB",
+    "calibration.memory_reserve": "GB", "calibration.step_overhead": "us",
+    "calibration.per_token_overhead": "us", "calibration.per_request_overhead": "us",
 }
 
 
@@ -59,6 +60,14 @@ class ModelSchema:
     experts_per_token: int = 0
     expert_ffn_size: int = 0
     num_shared_experts: int = 0
+    first_dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
     num_params: Optional[float] = None
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
@@ -92,6 +101,9 @@ class CalibrationSchema:
     comm_efficiency: float = "???"  # type: ignore[assignment]
     memory_reserve: Any = "???"
     kv_usable_fraction: float = "???"  # type: ignore[assignment]
+    step_overhead: Any = "???"
+    per_token_overhead: Any = "???"
+    per_request_overhead: Any = "???"
     provenance: str = ""
 
 

@@ -11,6 +11,8 @@ another for a given batch, so pp does not shorten a step; tp and sp split the wo
               / (HBM bandwidth * memory_bandwidth_efficiency)
     comm    = 2 L ring_allreduce(tokens * h * act_bytes, tp) + (pp - 1) p2p(tokens * h * act_bytes)
     time    = max(compute, memory) + comm            (no compute/comm overlap in v1)
+Framework overheads (calibration): every forward pass adds step_overhead + B x per_token_overhead
+(B sequences emit a token); TTFT and E2E add per_request_overhead once.
 """
 
 import numpy as np
@@ -115,7 +117,9 @@ def evaluate(specs: Specs, **overrides) -> dict:
     pf_memory_s = (pf_weight_bytes / tp + B * S * kvpt / kv_read_split
                    + B * S * act_elems * act_bytes / (tp * sp)) / bw
     pf_comm_s = comm_time(B * S / sp)
-    ttft_s = np.maximum(pf_compute_s, pf_memory_s) + pf_comm_s
+    cal = specs.calibration
+    step_oh = cal.step_overhead_s + B * cal.per_token_overhead_s
+    ttft_s = np.maximum(pf_compute_s, pf_memory_s) + pf_comm_s + step_oh + cal.per_request_overhead_s
 
     # --- decode: B sequences, one token each, context c in [S+1, S+N-1] ---
     dc_weight_bytes = traffic.weight_bytes_streamed(
@@ -129,7 +133,7 @@ def evaluate(specs: Specs, **overrides) -> dict:
     b_m = B * kvpt / kv_read_split / bw
     c0, c1 = S + 1, S + np.maximum(N - 1, 1)
     dc_comm_s = comm_time(B)
-    tpot_s = latency.mean_of_max_affine(a_c, b_c, a_m, b_m, c0, c1) + dc_comm_s
+    tpot_s = latency.mean_of_max_affine(a_c, b_c, a_m, b_m, c0, c1) + dc_comm_s + step_oh
     tpot_s = np.where(N >= 2, tpot_s, np.nan)
     c_mid = (c0 + c1) / 2
     dc_compute_s = a_c + b_c * c_mid

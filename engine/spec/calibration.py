@@ -12,6 +12,12 @@ class CalibrationSpec:
     effective compute = peak x compute_efficiency; effective bandwidth = HBM bandwidth x
     memory_bandwidth_efficiency; effective link bandwidth = link x comm_efficiency.
     KV capacity = (HBM - weights - activations - memory_reserve_bytes) x kv_usable_fraction.
+
+    Framework overheads (seconds), added to the roofline time:
+    step_overhead_s: per forward pass / iteration (scheduler, input prep, kernel launches or
+        CUDA-graph replay);
+    per_token_overhead_s: per sequence per step that emits a token (sampling, detokenisation);
+    per_request_overhead_s: once per request (tokenisation, admission, response).
     Defaults live in ``conf/calibration/``, never here.
     """
 
@@ -20,6 +26,9 @@ class CalibrationSpec:
     comm_efficiency: float
     memory_reserve_bytes: float
     kv_usable_fraction: float
+    step_overhead_s: float = 0.0
+    per_token_overhead_s: float = 0.0
+    per_request_overhead_s: float = 0.0
     name: str = "calibration"
 
     _group = "calibration"
@@ -31,3 +40,6 @@ class CalibrationSpec:
         fraction(g, "comm_efficiency", self.comm_efficiency)
         non_negative(g, "memory_reserve", self.memory_reserve_bytes, unit="bytes")
         fraction(g, "kv_usable_fraction", self.kv_usable_fraction)
+        non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
+        non_negative(g, "per_token_overhead", self.per_token_overhead_s, unit="s")
+        non_negative(g, "per_request_overhead", self.per_request_overhead_s, unit="s")

@@ -8,7 +8,7 @@ from engine.spec._check import one_of, positive, positive_int
 #: Bytes per element of each storage dtype. 4-bit formats are 0.5 byte before group scales.
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 
-ATTENTION_KINDS = ("mha", "gqa", "mqa")
+ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,16 @@ class ModelSpec:
 
     MoE: ``num_experts`` routed experts of FFN size ``expert_ffn_size``, ``experts_per_token``
     active per token, ``num_shared_experts`` always active. ``num_experts = 0`` is a dense FFN.
+    ``first_dense_layers`` (DeepSeek's first_k_dense_replace) leading layers use a dense FFN of
+    ``ffn_size`` instead.
+
+    MLA (DeepSeek-style multi-head latent attention, ``attention = "mla"``): queries through a
+    ``q_lora_rank`` bottleneck (0 = none), keys/values from a ``kv_lora_rank`` latent plus a
+    ``qk_rope_head_dim`` rotary part; per-head dims ``qk_nope_head_dim`` (+ rope) for q/k and
+    ``v_head_dim`` for v. The KV cache holds kv_lora_rank + qk_rope_head_dim elements per layer.
+
+    Sliding-window attention: ``sliding_window_layers`` of the layers attend to at most
+    ``sliding_window`` past tokens (0 = full attention everywhere).
     """
 
     name: str
@@ -39,6 +49,14 @@ class ModelSpec:
     experts_per_token: int = 0
     expert_ffn_size: int = 0
     num_shared_experts: int = 0
+    first_dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
     num_params: float | None = None
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
@@ -53,7 +71,9 @@ class ModelSpec:
         for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size",
                   "vocab_size"):
             positive_int(g, f, getattr(self, f))
-        for f in ("num_experts", "experts_per_token", "expert_ffn_size", "num_shared_experts"):
+        for f in ("num_experts", "experts_per_token", "expert_ffn_size", "num_shared_experts",
+                  "first_dense_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                  "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
             positive_int(g, f, getattr(self, f), minimum=0)
         one_of(g, "attention", self.attention, ATTENTION_KINDS)
         for f in ("weight_dtype", "kv_dtype", "activation_dtype"):
@@ -66,6 +86,20 @@ class ModelSpec:
         if expected_kv is not None and self.num_kv_heads != expected_kv:
             raise SpecError(f"{g}.num_kv_heads", self.num_kv_heads,
                             f"{expected_kv} for attention={self.attention}")
+        if self.attention == "mla" and not (self.kv_lora_rank and self.qk_rope_head_dim
+                                            and self.qk_nope_head_dim and self.v_head_dim):
+            raise SpecError(f"{g}.kv_lora_rank", self.kv_lora_rank,
+                            "MLA needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and "
+                            "v_head_dim > 0")
+        if self.first_dense_layers > self.num_layers:
+            raise SpecError(f"{g}.first_dense_layers", self.first_dense_layers,
+                            f"at most num_layers={self.num_layers}")
+        if self.sliding_window_layers > self.num_layers:
+            raise SpecError(f"{g}.sliding_window_layers", self.sliding_window_layers,
+                            f"at most num_layers={self.num_layers}")
+        if self.sliding_window_layers and not self.sliding_window:
+            raise SpecError(f"{g}.sliding_window", self.sliding_window,
+                            "a window > 0 when sliding_window_layers > 0")
         if self.attention == "gqa" and not (1 < self.num_kv_heads < self.num_heads):
             raise SpecError(f"{g}.attention", self.attention,
                             f"'mha' or 'mqa' for num_kv_heads={self.num_kv_heads} of {self.num_heads}")

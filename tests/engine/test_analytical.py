@@ -133,3 +133,30 @@ def test_spec_errors_name_the_field():
 def test_sparse_figures_are_halved():
     hw = HardwareSpec(**{**H100, "peak_flops_bf16": 1978.8e12, "compute_figures_sparse": True})
     assert hw.peak_flops("bf16") == pytest.approx(989.4e12)
+
+
+def test_step_model_matches_pipeline():
+    """A decode-only pass of B sequences at context c and a single-pass prefill, through the
+    step model, equal the pipeline's decode step and TTFT (same formulas, two code paths)."""
+    from engine.analytical.step import StepModel, prefill_chunk_aggregates
+
+    for tp in (1, 2):
+        s = specs(tp=tp, batch=8, prompt=1000, output=2)
+        sm = StepModel.from_specs(s)
+        row = run(s).table.row(0, named=True)
+        c = 1001  # the one decode step's context
+        dec = sm.time(8, 8, 8 * c, 8 * c)
+        assert dec * 1e3 == pytest.approx(row["tpot_ms"], rel=1e-9)
+        pairs, read = prefill_chunk_aggregates(1000, 0)
+        pf = sm.time(8 * 1000, 8, 8 * pairs, 8 * read)
+        assert pf * 1e3 == pytest.approx(row["ttft_ms"], rel=1e-9)
+
+
+def test_overheads_add_where_stated():
+    """step_overhead per pass, per_token_overhead x B per pass, per_request once in TTFT."""
+    base = run(specs(batch=4)).summary
+    cal = CalibrationSpec(1.0, 1.0, 1.0, 0.0, 1.0, step_overhead_s=100e-6,
+                          per_token_overhead_s=10e-6, per_request_overhead_s=1e-3, name="oh")
+    oh = run(specs(batch=4, calib=cal)).summary
+    assert oh["tpot_ms_p50"] - base["tpot_ms_p50"] == pytest.approx(0.1 + 4 * 0.01)
+    assert oh["ttft_ms_p50"] - base["ttft_ms_p50"] == pytest.approx(0.1 + 4 * 0.01 + 1.0)
