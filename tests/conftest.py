@@ -13,7 +13,8 @@ from hydra.core.global_hydra import GlobalHydra
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+#: Public reference data (../shared/data beside the checkout; SIMLLM_SHARED_DATA overrides).
+SHARED_DATA = Path(os.environ.get("SIMLLM_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
 @pytest.fixture(scope="session", autouse=True)
