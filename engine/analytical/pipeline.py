@@ -17,7 +17,7 @@ Framework overheads (calibration): every forward pass adds step_overhead + B x p
 
 import numpy as np
 
-from engine.analytical import comm, flops, latency, memory, traffic
+from engine.analytical import attention, comm, flops, latency, memory, traffic
 from engine.analytical.params import param_counts
 from engine.errors import SpecError
 from engine.spec import DTYPE_BYTES, Specs
@@ -87,14 +87,16 @@ def evaluate(specs: Specs, **overrides) -> dict:
     weights_total = pc.total * wbytes
     weights_dev = weights_total / (tp * pp)
     kvpt = memory.kv_bytes_per_token(m)
-    kv_split = memory.kv_shard_factor(m.num_kv_heads, tp, pp, sp)
-    kv_dev = B * (S + N) * kvpt / kv_split
+    kv_layer = memory.kv_bytes_per_layer_token(m)
+    kv_split = memory.kv_shard_factor(memory.kv_heads(m), tp, pp, sp)
+    kv_seq = memory.kv_layer_positions(m, S + N) * kv_layer  # bytes of one finished sequence
+    kv_dev = B * kv_seq / kv_split
     act_dev = memory.activation_peak_bytes(m, B * S / sp, B, tp)
     reserve = specs.calibration.memory_reserve_bytes
     kv_cap = memory.kv_capacity_bytes(x["hbm_capacity_bytes"], weights_dev, act_dev, reserve,
                                       specs.calibration.kv_usable_fraction)
     fits = (weights_dev + act_dev + reserve <= x["hbm_capacity_bytes"]) & (kv_dev <= kv_cap)
-    max_seqs = np.floor(kv_cap / ((S + N) * kvpt / kv_split))
+    max_seqs = np.floor(kv_cap / (kv_seq / kv_split))
 
     # --- per-replica link ---
     link_bw, link_lat = _link(specs, tp * pp * sp)
@@ -105,10 +107,11 @@ def evaluate(specs: Specs, **overrides) -> dict:
                 + np.where(pp > 1, comm.p2p_time(msg, pp - 1, link_bw, link_lat), 0.0))
 
     act_elems = traffic.activation_elems_per_token(m)
-    kv_read_split = np.minimum(tp, m.num_kv_heads) * sp  # KV of a layer split over these devices
+    kv_read_split = np.minimum(tp, memory.kv_heads(m)) * sp  # KV of a layer split over these devices
 
     # --- prefill: B prompts of S tokens in one pass ---
-    pf_flops = flops.prefill_flops(B, S, pc.per_token_matmul, pc.lm_head, L, nh, dh)
+    pf_flops = B * (2.0 * pc.per_token_matmul * S + 2.0 * pc.lm_head
+                    + attention.pair_flops_per_layer(m, "prefill") * attention.prefill_layer_pairs(m, S))
     pf_weight_bytes = traffic.weight_bytes_streamed(
         weights_total, pc.experts * wbytes, pc.embedding * wbytes, m.num_experts,
         m.experts_per_token, B * S)
@@ -125,25 +128,36 @@ def evaluate(specs: Specs, **overrides) -> dict:
     dc_weight_bytes = traffic.weight_bytes_streamed(
         weights_total, pc.experts * wbytes, pc.embedding * wbytes, m.num_experts,
         m.experts_per_token, B)
-    fa, fb = flops.decode_flops_affine(B, pc.per_token_matmul, pc.lm_head, L, nh, dh)
+    # attention layer-pairs and KV layer-positions at context c are affine in c: full layers
+    # give the slope, sliding-window layers min(c, W) taken at the mid-decode context (exact
+    # whenever the prompt already fills the window, S + 1 >= W).
+    c0, c1 = S + 1, S + np.maximum(N - 1, 1)
+    c_mid = (c0 + c1) / 2
+    lw = m.sliding_window_layers
+    win = lw * np.minimum(c_mid, m.sliding_window) if lw else 0.0
+    pf_dec = attention.pair_flops_per_layer(m, "decode")
+    fa = B * (2.0 * (pc.per_token_matmul + pc.lm_head) + pf_dec * win)
+    fb = B * pf_dec * (L - lw)
+    kv_a = B * kv_layer * win          # bytes read per step independent of c (windowed layers)
+                                       # (+ B * kvpt written for the new token, below)
+    kv_b = B * kv_layer * (L - lw)     # bytes read per step per position of context
     # compute time a_c + b_c * c ; memory time a_m + b_m * c   (per device, seconds)
     a_c = fa / tp / peak
     b_c = fb / (tp * sp) / peak
-    a_m = (dc_weight_bytes / tp + B * kvpt / kv_read_split + B * act_elems * act_bytes / tp) / bw
-    b_m = B * kvpt / kv_read_split / bw
-    c0, c1 = S + 1, S + np.maximum(N - 1, 1)
+    a_m = ((dc_weight_bytes / tp + (kv_a + B * kvpt) / kv_read_split + B * act_elems * act_bytes / tp)
+           / bw)
+    b_m = kv_b / kv_read_split / bw
     dc_comm_s = comm_time(B)
     tpot_s = latency.mean_of_max_affine(a_c, b_c, a_m, b_m, c0, c1) + dc_comm_s + step_oh
     tpot_s = np.where(N >= 2, tpot_s, np.nan)
-    c_mid = (c0 + c1) / 2
     dc_compute_s = a_c + b_c * c_mid
     dc_memory_s = a_m + b_m * c_mid
     dc_flops = fa + fb * c_mid
-    dc_bytes = dc_weight_bytes + B * kvpt * (c_mid + 1) + B * act_elems * act_bytes
+    dc_bytes = dc_weight_bytes + kv_a + kv_b * c_mid + B * kvpt + B * act_elems * act_bytes
 
     # B* at the mid-decode context (dense weights stream the same bytes whatever the batch).
     per_seq_c = (a_c + b_c * c_mid) / B
-    per_seq_m = (B * kvpt / kv_read_split * (c_mid + 1) + B * act_elems * act_bytes / tp) / bw / B
+    per_seq_m = ((kv_a + kv_b * c_mid + B * kvpt) / kv_read_split + B * act_elems * act_bytes / tp) / bw / B
     w_time = (dc_weight_bytes / tp) / bw
     bstar = latency.batch_star(w_time, per_seq_m, per_seq_c)
     if m.is_moe:

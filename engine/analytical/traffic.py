@@ -15,16 +15,27 @@ def activation_elems_per_token(model: ModelSpec) -> float:
 
     Per layer: qkv  h + (nh + 2 nkv) dh;  attention out  nh dh (read q, write out: 2 nh dh);
     o-proj  nh dh + h;  FFN (gated) per active FFN of width f: h + 2f (gate, up) and f + h (down)
-    [plain MLP: h + f and f + h]. Active FFNs: 1 for dense, top-k + shared for MoE.
+    [plain MLP: h + f and f + h]. Active FFNs: 1 for dense layers, top-k + shared for MoE layers.
+    MLA (rq, rkv, dr, dn, dv as in ``params``): q path h + rq + rq + nh(dn+dr) [h + nh(dn+dr)
+    without rq]; kv path h + (rkv+dr) + rkv + nh(dn+dv); attention 2 nh dv; o-proj nh dv + h.
     """
+    from engine.analytical.params import layer_split
+
     h, nh, nkv, dh = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim
-    attn = (h + (nh + 2 * nkv) * dh) + 2 * nh * dh + (nh * dh + h)
-    if model.is_moe:
-        f, n_ffn = model.expert_ffn_size, model.experts_per_token + model.num_shared_experts
+    if model.attention == "mla":
+        rq, rkv = model.q_lora_rank, model.kv_lora_rank
+        dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+        q = (h + 2 * rq + nh * (dn + dr)) if rq else h + nh * (dn + dr)
+        attn = q + (h + (rkv + dr) + rkv + nh * (dn + dv)) + 2 * nh * dv + (nh * dv + h)
     else:
-        f, n_ffn = model.ffn_size, 1
-    ffn = (h + (2 * f if model.gated_mlp else f)) + (f + h)
-    return float(model.num_layers * (attn + n_ffn * ffn))
+        attn = (h + (nh + 2 * nkv) * dh) + 2 * nh * dh + (nh * dh + h)
+
+    def ffn(f):
+        return (h + (2 * f if model.gated_mlp else f)) + (f + h)
+
+    l_dense, l_moe = layer_split(model)
+    moe = (model.experts_per_token + model.num_shared_experts) * ffn(model.expert_ffn_size) if l_moe else 0
+    return float(model.num_layers * attn + l_dense * ffn(model.ffn_size) + l_moe * moe)
 
 
 def expected_experts_touched(num_experts, experts_per_token, tokens):
