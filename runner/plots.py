@@ -1,0 +1,228 @@
+"""Report figures (matplotlib, Agg backend): roofline, latency vs a swept parameter or load,
+TTFT/TPOT CDFs, Pareto frontier. Each function takes plain data, writes one PNG and returns its
+path, or returns None when the data for that figure is absent.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+#: Per-config series beyond this many share one legend entry per colour (legend would overflow).
+_MAX_LEGEND = 12
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
+                         "legend.fontsize": 8, "axes.titlesize": 10})
+    return plt
+
+
+def _colors(n: int):
+    plt = _plt()
+    cmap = plt.get_cmap("tab10" if n <= 10 else "viridis")
+    return [cmap(i if n <= 10 else i / max(n - 1, 1)) for i in range(n)]
+
+
+def _log_if_wide(ax, axis: str, values) -> None:
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0])
+    if v.size and v.max() / v.min() > 20:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path)
+    _plt().close(fig)
+    return path
+
+
+def _phase_points(t: pl.DataFrame, phase: str):
+    """(intensity FLOP/B, attained FLOP/s per device) of a phase for each row of an analytical
+    table: FLOPs / (tp*pp*sp) / (max(compute, memory) + comm)."""
+    need = [f"{phase}_flops", f"{phase}_intensity_flop_per_byte", f"{phase}_compute_ms",
+            f"{phase}_memory_ms", f"{phase}_comm_ms", "tp", "pp", "sp"]
+    if not all(c in t.columns for c in need):
+        return None
+    time_s = (np.maximum(t[f"{phase}_compute_ms"].to_numpy(), t[f"{phase}_memory_ms"].to_numpy())
+              + t[f"{phase}_comm_ms"].to_numpy()) / 1e3
+    dev = (t["tp"] * t["pp"] * t["sp"]).to_numpy()
+    return t[f"{phase}_intensity_flop_per_byte"].to_numpy(), t[f"{phase}_flops"].to_numpy() / dev / time_s
+
+
+def roofline(tables: dict[str, pl.DataFrame], labels: dict[str, str], path: Path) -> Path | None:
+    """Attained FLOP/s vs arithmetic intensity, log-log; one roof (min(peak, BW x I)) and ridge per
+    distinct chip, prefill (o) and decode (s) points per config, coloured per config."""
+    plt = _plt()
+    runs = [r for r in tables if _phase_points(tables[r], "prefill") is not None
+            and {"peak_flops_s", "hbm_bandwidth_bytes_s"} <= set(tables[r].columns)]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    colors = dict(zip(runs, _colors(len(runs))))
+    roofs = {}
+    xs = []
+    for i, r in enumerate(runs):
+        t = tables[r]
+        size = 40 + 160 * (len(runs) - 1 - i) / max(len(runs) - 1, 1)  # stacked points show as rings
+        for peak, bw in zip(t["peak_flops_s"].to_list(), t["hbm_bandwidth_bytes_s"].to_list()):
+            roofs.setdefault((peak, bw), r)
+        for phase, marker in (("prefill", "o"), ("decode", "s")):
+            pts = _phase_points(t, phase)
+            if pts is not None:
+                ax.scatter(pts[0], pts[1], marker=marker, s=size, color=colors[r], edgecolor="black",
+                           linewidth=0.5, zorder=3)
+                xs.extend(pts[0].tolist())
+    lo, hi = min(xs + [p / b for p, b in roofs]) / 4, max(xs + [p / b for p, b in roofs]) * 4
+    grid = np.geomspace(lo, hi, 200)
+    for (peak, bw), r in roofs.items():
+        c = colors[r] if len(roofs) == len(runs) else "0.35"
+        ax.plot(grid, np.minimum(peak, bw * grid), color=c, lw=1.1, alpha=0.8, zorder=2)
+        ax.plot([peak / bw], [peak], marker="^", color=c, ms=5, zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of HBM traffic)")
+    ax.set_ylabel("attained compute per device (FLOP/s)")
+    ax.set_title("Roofline: prefill (o) and decode (s) of each config; lines = chip roofs, ^ = ridge")
+    handles = [plt.Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="prefill"),
+               plt.Line2D([], [], marker="s", ls="", color="0.5", mec="black", label="decode"),
+               plt.Line2D([], [], marker="^", ls="-", color="0.35", label="roof / ridge")]
+    if len(runs) <= _MAX_LEGEND:
+        handles += [plt.Line2D([], [], color=colors[r], lw=3, label=labels.get(r, r[:8])) for r in runs]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.set_size_inches(7.5 + (2.8 if len(runs) <= _MAX_LEGEND else 0.8), 5)
+    return _save(fig, path)
+
+
+def latency_vs(x: dict[str, float], series: dict[str, str], ttft: dict[str, tuple], tpot: dict[str, tuple],
+               xlabel: str, path: Path, title: str) -> Path | None:
+    """TTFT and TPOT (p50 solid, p99 dashed when it differs) vs a numeric swept parameter or load.
+
+    x: run -> x value; series: run -> series label (the other swept parameters);
+    ttft/tpot: run -> (p50 ms, p99 ms or None)."""
+    plt = _plt()
+    runs = [r for r in x if r in ttft and ttft[r][0] is not None]
+    if len(runs) < 2:
+        return None
+    names = sorted({series[r] for r in runs})
+    colors = dict(zip(names, _colors(len(names))))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, data, what in ((axes[0], ttft, "TTFT"), (axes[1], tpot, "TPOT")):
+        for i, s in enumerate(names):
+            ms = max(9 - 2.5 * i, 3) if len(names) <= 4 else 5  # coinciding series stay visible
+            rs = sorted((r for r in runs if series[r] == s and data.get(r, (None,))[0] is not None),
+                        key=lambda r: x[r])
+            xs = [x[r] for r in rs]
+            ax.plot(xs, [data[r][0] for r in rs], "o-", color=colors[s], ms=ms, lw=max(2.5 - 0.6 * i, 1), label=f"{s} p50" if len(names) > 1 else "p50")
+            p99 = [data[r][1] for r in rs]
+            if any(p is not None and p != data[r][0] for p, r in zip(p99, rs)):
+                ax.plot(xs, p99, "v--", color=colors[s], ms=ms, label=f"{s} p99" if len(names) > 1 else "p99")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{what} (ms)")
+        ax.set_title(f"{what} vs {xlabel.split(' (')[0]}")
+        _log_if_wide(ax, "x", [x[r] for r in runs])
+        _log_if_wide(ax, "y", [v for r in runs for v in data.get(r, (None, None)) if v is not None])
+    handles, lbls = axes[0].get_legend_handles_labels()
+    if len(lbls) <= 2 * _MAX_LEGEND:
+        fig.legend(handles, lbls, loc="lower center", ncol=min(len(lbls), 4), frameon=False)
+        fig.suptitle(title)
+        fig.tight_layout(rect=(0, 0.06 * (1 + (len(lbls) - 1) // 4), 1, 1))
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path: Path) -> Path | None:
+    """Empirical CDFs of per-request TTFT and TPOT (ms), one curve per run, overlaid.
+
+    samples: run -> {'ttft': ms array, 'tpot': ms array}."""
+    plt = _plt()
+    runs = [r for r in samples if any(len(v) for v in samples[r].values())]
+    if not runs:
+        return None
+    colors = dict(zip(runs, _colors(len(runs))))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, what in zip(axes, ("ttft", "tpot")):
+        allv = []
+        for r in runs:
+            v = np.sort(np.asarray(samples[r].get(what, []), dtype=float))
+            v = v[np.isfinite(v)]
+            if v.size == 0:
+                continue
+            allv.extend([v[0], v[-1]])
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=colors[r],
+                    label=labels.get(r, r[:8]))
+        ax.set_xlabel(f"{what.upper()} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{what.upper()} CDF")
+        _log_if_wide(ax, "x", allv)
+    handles, lbls = axes[0].get_legend_handles_labels()
+    if lbls and len(lbls) <= _MAX_LEGEND:
+        fig.legend(handles, lbls, loc="lower center", ncol=min(len(lbls), 3), frameon=False)
+        fig.tight_layout(rect=(0, 0.07 * (1 + (len(lbls) - 1) // 3), 1, 1))
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+    return _save(fig, path)
+
+
+def pareto_front(x, y) -> list[int]:
+    """Indices of the points not dominated when both x and y are to be maximised, by x."""
+    pts = sorted(((xi, yi, i) for i, (xi, yi) in enumerate(zip(x, y))
+                  if xi is not None and yi is not None and np.isfinite(xi) and np.isfinite(yi)),
+                 key=lambda p: (-p[0], -p[1]))
+    front, best = [], -np.inf
+    for xi, yi, i in pts:
+        if yi > best:
+            front.append(i)
+            best = yi
+    return sorted(front, key=lambda i: x[i])
+
+
+def pareto(points: dict[str, tuple], partition: dict[str, str], labels: dict[str, str],
+           path: Path) -> Path | None:
+    """Throughput per GPU vs tokens/s per user; the frontier joined and each frontier point
+    labelled with its partition; the highest-throughput frontier point starred.
+
+    points: run -> (tok/s/user, tok/s/GPU)."""
+    plt = _plt()
+    runs = [r for r in points if None not in points[r] and all(np.isfinite(points[r]))]
+    if not runs:
+        return None
+    xs = [points[r][0] for r in runs]
+    ys = [points[r][1] for r in runs]
+    front = pareto_front(xs, ys)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    ax.scatter(xs, ys, s=28, color="0.6", label="configs", zorder=2)
+    fx, fy = [xs[i] for i in front], [ys[i] for i in front]
+    ax.plot(fx, fy, "o-", color="tab:red", ms=6, label="Pareto frontier", zorder=3)
+    win = max(front, key=lambda i: ys[i])
+    best = labels.get(runs[win], "")
+    ax.scatter([xs[win]], [ys[win]], marker="*", s=260, color="gold", edgecolor="black", zorder=4,
+               label=f"best tok/s/GPU: {partition[runs[win]]}" + (f" ({best})" if best else ""))
+    mid = (min(xs) + max(xs)) / 2
+    for k, i in enumerate(front):
+        right = xs[i] > mid
+        ax.annotate(partition[runs[i]], (xs[i], ys[i]), textcoords="offset points",
+                    xytext=(-8 if right else 8, -14 if k % 2 else 8), fontsize=8,
+                    ha="right" if right else "left")
+    ax.set_xlabel("interactivity (tokens/s per user)")
+    ax.set_ylabel("throughput (tokens/s per GPU)")
+    ax.set_title("Pareto frontier: throughput per GPU vs interactivity")
+    _log_if_wide(ax, "x", xs)
+    _log_if_wide(ax, "y", ys)
+    ax.margins(0.08)
+    handles, lbls = ax.get_legend_handles_labels()
+    fig.legend(handles, lbls, loc="lower center", ncol=1, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return path

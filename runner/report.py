@@ -1,0 +1,362 @@
+"""``simllm-report``: an MLflow experiment or sweep -> a report directory (Markdown + PNG, optionally
+a self-contained HTML page), logged as the artifacts of a report run.
+
+    simllm-report jalapeno_sensitivity              # experiment name (latest run per config)
+    simllm-report SWEEP_PARENT_RUN_ID               # or --sweep multirun/2026-11-29/10-08-27
+    simllm-report --compare A B                     # runs, sweeps or git commits (runner.compare)
+
+The sensitivity table has one row per config: the swept parameters (the params that differ between
+the runs), TTFT and TPOT (p50; p99 too where any run's p99 differs, i.e. a DES ran), throughput and
+the binding bottleneck (tag ``summary.bound``). ``sensitivity.csv`` holds the same at full precision.
+"""
+
+import argparse
+import base64
+import html
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runner import plots, runs
+
+#: Param keys never shown as swept (free text that changes with the option chosen).
+_TEXT_KEYS = ("description", "source", "provenance")
+#: Swept params that are a load axis (p50/p99 vs load); first match wins.
+_LOAD_KEYS = ("arrival_rate", "request_rate", "qps", "rate", "concurrency", "max_concurrency",
+              "num_users", "batch_size")
+#: (column, metric) of the sensitivity table after the swept params.
+_METRICS = (("TTFT ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT ms", "tpot_ms_p50"),
+            ("TPOT p99 ms", "tpot_ms_p99"), ("tok/s", "throughput_tok_s"),
+            ("tok/s/GPU", "throughput_tok_s_per_gpu"), ("tok/s/user", "interactivity_tok_s_per_user"))
+
+
+def swept_params(df: pl.DataFrame) -> list[str]:
+    """Param keys whose value differs between the runs. Where an option's ``name`` differs (e.g.
+    hardware=h100_sxm,h200), its other fields are shown only if they also vary within one name."""
+    cols = [c for c in df.columns if c.startswith("params.") and not c.endswith(_TEXT_KEYS)]
+    varying = [c for c in cols if df[c].n_unique() > 1]
+    keep = []
+    for c in varying:
+        group = c[7:].rsplit(".", 1)[0] if "." in c[7:] else None
+        name_col = f"params.{group}.name"
+        if group and c != name_col and name_col in varying:
+            if df.group_by(name_col).agg(pl.col(c).n_unique()).get_column(c).max() <= 1:
+                continue
+        keep.append(c[7:])
+    return keep
+
+
+def _short(keys: list[str]) -> dict[str, str]:
+    """'hardware.peak_bf16' -> 'peak_bf16' unless two keys share the last part."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def _numeric(key: str, value):
+    """A param value as a float for sorting and plotting (unit strings via pint), else None."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    from runner.schema import UNITS
+    from runner.units import to_si
+
+    if key in UNITS:
+        try:
+            return to_si(key, value, UNITS[key], allow_zero=True)
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def _sort(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    if not keys:
+        return df
+    order = sorted(range(df.height), key=lambda i: [
+        (0, _numeric(k, v), "") if _numeric(k, v) is not None else (1, 0.0, str(v))
+        for k in keys for v in [df[f"params.{k}"][i]]])
+    return df[order]
+
+
+def _metric(df: pl.DataFrame, name: str) -> list:
+    col = f"metrics.{name}"
+    if col not in df.columns:
+        return [None] * df.height
+    return [None if v is None or v != v else v for v in df[col].to_list()]
+
+
+def sensitivity_table(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """One row per run (= per config): swept params, latencies, throughputs, bound, run id."""
+    short = _short(keys)
+    cols = {short[k]: df[f"params.{k}"].to_list() for k in keys}
+    for label, m in _METRICS:
+        vals = _metric(df, m)
+        if m.endswith("_p99"):
+            p50 = _metric(df, m.replace("_p99", "_p50"))
+            if all(a == b for a, b in zip(vals, p50)):
+                continue  # analytical: p99 = p50, the lower bound
+        cols[label] = pl.Series(label, vals, dtype=pl.Float64)
+    cols["bound"] = (df["tags.summary.bound"].to_list() if "tags.summary.bound" in df.columns
+                     else [None] * df.height)
+    if "tags.simllm.engine" in df.columns and df["tags.simllm.engine"].n_unique() > 1:
+        cols["engine"] = df["tags.simllm.engine"].to_list()
+    cols["run_id"] = df["run_id"].to_list()
+    return pl.DataFrame(cols)
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return str(v)
+
+
+def markdown_table(t: pl.DataFrame) -> str:
+    rows = [[_fmt(v) if c != "run_id" else str(v)[:8] for c, v in zip(t.columns, r)]
+            for r in t.iter_rows()]
+    num = [t[c].dtype.is_numeric() for c in t.columns]
+    lines = ["| " + " | ".join(t.columns) + " |",
+             "|" + "|".join("---:" if n else "---" for n in num) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _labels(df: pl.DataFrame, keys: list[str]) -> dict[str, str]:
+    short = _short(keys)
+    out = {}
+    for r in df.iter_rows(named=True):
+        lab = " ".join(f"{short[k]}={r[f'params.{k}']}" for k in keys)
+        out[r["run_id"]] = lab or r.get("tags.mlflow.runName") or r["run_id"][:8]
+    return out
+
+
+def _partition(row: dict) -> str:
+    p = {k: row.get(f"params.partition.{k}") for k in ("tp", "pp", "ep", "sp", "dp")}
+    s = " ".join(f"{k}{v}" for k, v in p.items() if v not in (None, "1"))
+    return s or f"tp{p['tp'] or 1}"
+
+
+def load_tables(uri: str, df: pl.DataFrame, tmp: Path) -> dict[str, pl.DataFrame]:
+    """Each run's ``table.parquet`` artifact (runs without one are left out)."""
+    out = {}
+    for rid in df["run_id"].to_list():
+        p = runs.artifact(uri, rid, "table.parquet", tmp / rid)
+        if p is not None:
+            out[rid] = pl.read_parquet(p)
+    return out
+
+
+def per_request(t: pl.DataFrame) -> dict[str, np.ndarray] | None:
+    """Per-request TTFT/TPOT in ms from a DES table: columns ``ttft_ms``/``tpot_ms``, or
+    ``ttft_s``/``tpot_s``, or bare ``ttft``/``tpot`` (seconds, the engine's SI unit)."""
+    out = {}
+    for what in ("ttft", "tpot"):
+        for col, scale in ((f"{what}_ms", 1.0), (f"{what}_s", 1e3), (what, 1e3)):
+            if col in t.columns:
+                out[what] = t[col].cast(pl.Float64).drop_nulls().to_numpy() * scale
+                break
+    return out or None
+
+
+def _load_axis(keys: list[str]) -> str | None:
+    for cand in _LOAD_KEYS:
+        for k in keys:
+            if k.rsplit(".", 1)[-1] == cand:
+                return k
+    return None
+
+
+def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
+          html_page: bool = False) -> Path:
+    """Write report.md (+ report.html), sensitivity.csv and the PNGs into ``out``; returns report.md."""
+    import runner
+    from runner.job import git_commit
+
+    out.mkdir(parents=True, exist_ok=True)
+    keys = swept_params(df)
+    df = _sort(df, keys)
+    table = sensitivity_table(df, keys)
+    table.write_csv(out / "sensitivity.csv")
+    labels = _labels(df, keys)
+    rows = {r["run_id"]: r for r in df.iter_rows(named=True)}
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = load_tables(uri, df, Path(tmp))
+    engines = {rid: rows[rid].get("tags.simllm.engine") for rid in rows}
+    sections = [("Sensitivity table", (
+        f"One row per config; swept: {', '.join(keys) or 'nothing (one config)'}. TTFT/TPOT of the "
+        "analytical engine are lower bounds (p50 = p99); p99 columns appear where a run's p99 "
+        "differs (DES). `bound` is the binding bottleneck; full precision in `sensitivity.csv`."),
+        markdown_table(table), None)]
+
+    fig = plots.roofline(tables, labels, out / "roofline.png")
+    sections.append(("Roofline", "Attained FLOP/s per device vs arithmetic intensity (FLOPs / HBM "
+                     "bytes) of each config's prefill and decode phase, under its chip's roof "
+                     "min(peak, bandwidth x intensity); the ridge is peak / bandwidth."
+                     if fig else "No run has the analytical phase breakdown in its table.parquet.",
+                     None, fig))
+
+    load = _load_axis(keys)
+    xkey = load or max((k for k in keys if all(_numeric(k, rows[r][f"params.{k}"]) is not None
+                                               for r in rows)),
+                       key=lambda k: df[f"params.{k}"].n_unique(), default=None)
+    fig = None
+    if xkey:
+        others = [k for k in keys if k != xkey]
+        short = _short(keys)
+        series = {r: " ".join(f"{short[k]}={rows[r][f'params.{k}']}" for k in others) or "all"
+                  for r in rows}
+        xs = {r: _numeric(xkey, rows[r][f"params.{xkey}"]) for r in rows}
+        lat = {w: {r: (rows[r].get(f"metrics.{w}_ms_p50"), rows[r].get(f"metrics.{w}_ms_p99"))
+                   for r in rows} for w in ("ttft", "tpot")}
+        from runner.schema import UNITS
+        unit = UNITS.get(xkey, "")
+        if unit:  # plot in the unit the config's YAML uses (TB/s, TFLOPS ...), not SI
+            one = _numeric(xkey, f"1 {unit}")
+            xs = {r: v / one for r, v in xs.items()}
+        xlabel = f"{short[xkey]}" + (f" ({unit})" if unit else "")
+        name = "load.png" if load else "sensitivity.png"
+        fig = plots.latency_vs(xs, series, lat["ttft"], lat["tpot"], xlabel, out / name,
+                               "p50 / p99 vs load" if load else f"Sensitivity to {short[xkey]}")
+    sections.append(("p50 / p99 vs load" if load else "Latency vs swept parameter",
+                     (f"TTFT and TPOT vs `{xkey}` (p50 solid, p99 dashed where it differs)."
+                      if fig else "Needs a numeric swept parameter with two or more values."),
+                     None, fig))
+
+    samples = {}
+    for rid, t in tables.items():
+        if engines.get(rid) != "analytical":
+            s = per_request(t)
+            if s:
+                samples[rid] = s
+    fig = plots.cdfs(samples, labels, out / "cdf.png")
+    sections.append(("TTFT and TPOT distributions", (
+        "Empirical CDFs over requests, one curve per run." if fig else
+        "No per-request tables among these runs (the analytical engine has none; a DES run's "
+        "table.parquet has one row per request)."), None, fig))
+
+    pts = {r: (rows[r].get("metrics.interactivity_tok_s_per_user"),
+               rows[r].get("metrics.throughput_tok_s_per_gpu")) for r in rows}
+    fig = plots.pareto(pts, {r: _partition(rows[r]) for r in rows}, labels, out / "pareto.png")
+    sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "
+                     "carry their partition, the star marks the highest throughput per GPU."
+                     if fig else "No run has both throughput metrics.", None, fig))
+
+    head = (f"{df.height} configs from `{uri}` ({selection}); simllm {runner.__version__} at "
+            f"commit {git_commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+    md = [f"# simllm report: {title}", "", head, ""]
+    for name, text, tbl, img in sections:
+        md += [f"## {name}", "", text, ""]
+        if tbl:
+            md += [tbl, ""]
+        if img:
+            md += [f"![{name}]({img.name})", ""]
+    (out / "report.md").write_text("\n".join(md))
+    if html_page:
+        _html(out / "report.html", title, head, sections, table)
+    return out / "report.md"
+
+
+def _html(path: Path, title: str, head: str, sections, table: pl.DataFrame) -> None:
+    """One self-contained page: the table as HTML, the PNGs embedded as base64 data URIs."""
+    esc = html.escape
+    body = [f"<h1>simllm report: {esc(title)}</h1>", f"<p>{esc(head)}</p>"]
+    for name, text, tbl, img in sections:
+        body += [f"<h2>{esc(name)}</h2>", f"<p>{esc(text)}</p>"]
+        if tbl:
+            body.append("<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns)
+                        + "</tr>" + "".join(
+                            "<tr>" + "".join(f"<td>{esc(_fmt(v) if c != 'run_id' else str(v)[:8])}</td>"
+                                             for c, v in zip(table.columns, r)) + "</tr>"
+                            for r in table.iter_rows()) + "</table>")
+        if img:
+            data = base64.b64encode(img.read_bytes()).decode()
+            body.append(f'<img alt="{esc(name)}" src="data:image/png;base64,{data}">')
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:"
+             "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}img{max-width:100%}")
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
+                    f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+
+
+def log_report(uri: str, df: pl.DataFrame, out: Path, title: str, parent: str | None) -> str:
+    """Log the report directory as the artifacts of a new run (tag simllm.role=report)."""
+    c = runs.client(uri)
+    tags = {runs.ROLE_TAG: "report", "simllm.report_of": title[:5000],
+            "simllm.report_runs": ",".join(df["run_id"].to_list())[:5000]}
+    if parent:
+        tags["mlflow.parentRunId"] = parent
+    run = c.create_run(df["experiment_id"][0], run_name=f"report:{title}"[:250], tags=tags)
+    c.log_artifacts(run.info.run_id, str(out))
+    c.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(prog="simllm-report", description=__doc__.split("\n\n")[0])
+    p.add_argument("target", nargs="?", help="experiment name, sweep parent run id, sweep id, or a "
+                   "job run id")
+    p.add_argument("--experiment", help="MLflow experiment name or id")
+    p.add_argument("--sweep", help="sweep parent run id or (the end of) the sweep directory")
+    p.add_argument("--commit", help="only runs of this git commit (prefix)")
+    p.add_argument("--runs", nargs="+", metavar="RUN_ID", help="exactly these runs")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two runs, sweeps or "
+                   "git commits (with --experiment)")
+    p.add_argument("--uri", default=None, help=f"tracking URI (default $MLFLOW_TRACKING_URI or "
+                   f"{runs.DEFAULT_URI})")
+    p.add_argument("-o", "--out", type=Path, help="report directory (default outputs/reports/...)")
+    p.add_argument("--html", action="store_true", help="also write a self-contained report.html")
+    p.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = _args(argv)
+    uri = a.uri or runs.default_uri()
+    t0 = time.perf_counter()
+    try:
+        if a.compare:
+            from runner import compare
+            return compare.main(uri, a.compare[0], a.compare[1], a.experiment, a.out)
+        parent = None
+        if a.runs:
+            df, title = runs.runs_by_id(uri, a.runs), f"{len(a.runs)} runs"
+        elif a.sweep or a.experiment or a.commit:
+            df = runs.select(uri, experiment=a.experiment, sweep=a.sweep, commit=a.commit)
+            title = a.sweep or a.experiment or a.commit
+        elif a.target:
+            kind, df = runs.resolve(uri, a.target, a.experiment)
+            title = a.target
+            parent = a.target if kind == "sweep" and len(a.target) == 32 else None
+        else:
+            print("simllm-report: give an experiment, --sweep, --runs or --compare A B", file=sys.stderr)
+            return 2
+    except runs.SelectionError as e:
+        print(f"simllm-report: {e}", file=sys.stderr)
+        return 2
+    if parent is None and a.sweep and len(a.sweep) == 32:
+        parent = a.sweep
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in title)[-60:]
+    out = a.out or Path("outputs/reports") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+    selection = ", ".join(f"{k} {v}" for k, v in (("experiment", a.experiment), ("sweep", a.sweep),
+                                                    ("commit", a.commit), ("target", a.target)) if v)
+    md = build(uri, df, out, title, selection or "runs", a.html)
+    print(md.read_text().split("## Roofline")[0].rstrip())
+    print(f"\nreport: {md}" + (f" and {out / 'report.html'}" if a.html else "")
+          + f"  ({time.perf_counter() - t0:.1f} s)")
+    if not a.no_log:
+        try:
+            rid = log_report(uri, df, out, title, parent)
+            print(f"logged as MLflow run {rid}")
+        except Exception as e:  # noqa: BLE001 - the report files are already written
+            print(f"simllm-report: warning: could not log the report to MLflow ({e})", file=sys.stderr)
+    return 0
+
+
+def cli() -> None:
+    sys.exit(main())

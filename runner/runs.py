@@ -1,0 +1,172 @@
+"""Reading simllm runs back from MLflow (for reports, comparisons and bundles).
+
+A *selection* is the job runs of an experiment, of one sweep (its parent run id or its sweep id),
+of one git commit, or a list of run ids; sweep parents and report runs are left out, and only
+FINISHED runs count. ``mlflow.search_runs`` returns pandas; it becomes polars here, once.
+MLflow is imported lazily (it costs seconds).
+"""
+
+import os
+import re
+from pathlib import Path
+
+import polars as pl
+
+DEFAULT_URI = "sqlite:///outputs/mlflow.db"
+ROLE_TAG = "simllm.role"
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+class SelectionError(ValueError):
+    """The experiment, sweep, commit or run asked for matches nothing."""
+
+
+def default_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _search(uri: str, filter_string: str = "", experiment_ids=None) -> pl.DataFrame:
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    kw = {"experiment_ids": experiment_ids} if experiment_ids else {"search_all_experiments": True}
+    pdf = mlflow.search_runs(filter_string=filter_string, output_format="pandas", **kw)
+    if pdf.empty:
+        return pl.DataFrame()
+    # params/tags are strings or None; make object columns explicit strings for polars.
+    for c in pdf.columns:
+        if c.startswith(("params.", "tags.")):
+            pdf[c] = pdf[c].astype("string")
+    return pl.from_pandas(pdf)
+
+
+def _jobs_only(df: pl.DataFrame, dedupe: bool) -> pl.DataFrame:
+    """Keep FINISHED job runs (no sweep parents, no reports); one per config hash (latest)."""
+    if df.is_empty():
+        return df
+    if f"tags.{ROLE_TAG}" in df.columns:
+        df = df.filter(pl.col(f"tags.{ROLE_TAG}").is_null())
+    df = df.filter(pl.col("status") == "FINISHED").sort("start_time", descending=True)
+    if dedupe and "tags.simllm.config_hash" in df.columns:
+        df = df.unique(subset=["tags.simllm.config_hash"], keep="first", maintain_order=True)
+    return df.sort("start_time")
+
+
+def experiment_ids(uri: str, name_or_id: str) -> list[str]:
+    c = client(uri)
+    exp = c.get_experiment_by_name(name_or_id)
+    if exp is None and name_or_id.isdigit():
+        try:
+            exp = c.get_experiment(name_or_id)
+        except Exception:  # noqa: BLE001
+            exp = None
+    if exp is None:
+        raise SelectionError(f"no MLflow experiment {name_or_id!r} at {uri}")
+    return [exp.experiment_id]
+
+
+def sweep_runs(uri: str, sweep: str, dedupe: bool = True) -> pl.DataFrame:
+    """Job runs of a sweep given by its parent run id or (the end of) its sweep id/dir."""
+    if _HEX32.match(sweep):
+        try:
+            parent = client(uri).get_run(sweep)
+        except Exception:  # noqa: BLE001
+            parent = None
+        if parent is not None:
+            df = _search(uri, f"tags.mlflow.parentRunId = '{sweep}'", [parent.info.experiment_id])
+            if df.is_empty():
+                raise SelectionError(f"run {sweep} has no child runs (not a sweep parent?)")
+            return _jobs_only(df, dedupe)
+    df = _search(uri, f"tags.simllm.sweep_id LIKE '%{sweep.rstrip('/')}'")
+    if df.is_empty():
+        raise SelectionError(f"no runs of sweep {sweep!r} at {uri}")
+    return _jobs_only(df, dedupe)
+
+
+def select(uri: str, experiment: str | None = None, sweep: str | None = None,
+           commit: str | None = None, run_ids: list[str] | None = None,
+           dedupe: bool = True) -> pl.DataFrame:
+    """Job runs matching all the criteria given (experiment, sweep, commit prefix, run ids)."""
+    if sweep:
+        df = sweep_runs(uri, sweep, dedupe=False)
+        if experiment:
+            df = df.filter(pl.col("experiment_id").is_in(experiment_ids(uri, experiment)))
+    else:
+        flt = []
+        if commit:
+            flt.append(f"tags.simllm.git_commit LIKE '{commit}%'")
+        exps = experiment_ids(uri, experiment) if experiment else None
+        df = _search(uri, " and ".join(flt), exps)
+    if run_ids and not df.is_empty():
+        df = df.filter(pl.col("run_id").is_in(run_ids))
+    if commit and sweep and not df.is_empty():
+        df = df.filter(pl.col("tags.simllm.git_commit").str.starts_with(commit))
+    df = _jobs_only(df, dedupe)
+    if df.is_empty():
+        what = ", ".join(f"{k}={v}" for k, v in (("experiment", experiment), ("sweep", sweep),
+                                                   ("commit", commit), ("runs", run_ids)) if v)
+        raise SelectionError(f"no finished simllm job runs for {what or 'the store'} at {uri}")
+    return df
+
+
+def runs_by_id(uri: str, run_ids: list[str]) -> pl.DataFrame:
+    """The given runs (any experiment), in the given order."""
+    flt = "attributes.run_id IN (" + ", ".join(f"'{r}'" for r in run_ids) + ")"
+    df = _search(uri, flt)
+    missing = set(run_ids) - set(df["run_id"].to_list() if not df.is_empty() else [])
+    if missing:
+        raise SelectionError(f"no run(s) {', '.join(sorted(missing))} at {uri}")
+    order = {r: i for i, r in enumerate(run_ids)}
+    return df.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64))
+
+
+def resolve(uri: str, target: str, experiment: str | None = None) -> tuple[str, pl.DataFrame]:
+    """A free-form target -> (kind, job runs): a sweep parent's id, a job run's id, a sweep id,
+    a git commit (with ``experiment``) or an experiment name."""
+    if _HEX32.match(target):
+        try:
+            run = client(uri).get_run(target)
+        except Exception:  # noqa: BLE001
+            run = None
+        if run is not None:
+            if run.data.tags.get(ROLE_TAG) == "sweep":
+                return "sweep", sweep_runs(uri, target)
+            return "run", runs_by_id(uri, [target])
+    if re.match(r"^[0-9a-f]{7,40}(-dirty)?$", target):
+        try:
+            return "commit", select(uri, experiment=experiment, commit=target)
+        except SelectionError:
+            pass
+    if "/" in target or re.match(r"^\d\d-\d\d-\d\d$", target):
+        return "sweep", select(uri, experiment=experiment, sweep=target)
+    return "experiment", select(uri, experiment=target)
+
+
+def artifact(uri: str, run_id: str, name: str, dst: Path) -> Path | None:
+    """Download artifact ``name`` of a run into ``dst``; None if the run has no such artifact."""
+    dst.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        return Path(client(uri).download_artifacts(run_id, name, str(dst)))
+    except Exception:  # noqa: BLE001 - absent artifact, or a store without artifacts
+        return None
+
+
+def params(row: dict) -> dict:
+    """{'hardware.name': 'h200', ...} from one row of a selection."""
+    return {k[7:]: v for k, v in row.items() if k.startswith("params.") and v is not None}
+
+
+def metrics(row: dict) -> dict:
+    return {k[8:]: v for k, v in row.items() if k.startswith("metrics.") and v is not None
+            and v == v}
+
+
+def tags(row: dict) -> dict:
+    return {k[5:]: v for k, v in row.items() if k.startswith("tags.") and v is not None}
