@@ -7,7 +7,7 @@ SI floats once, with pint.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -41,6 +41,7 @@ class HardwareSchema:
     scaleout_latency: Any = 0
     devices_per_node: int = 1
     tdp: Any = None
+    assumptions: List[str] = field(default_factory=list)  # conversions made importing a spec sheet
 
 
 @dataclass
@@ -73,6 +74,7 @@ class ModelSchema:
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
     source: str = ""
+    hf_config: Optional[str] = None  # path to a HF config.json: it supplies the architecture
 
 
 @dataclass

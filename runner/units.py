@@ -1,11 +1,11 @@
 """Unit strings -> SI floats with pint, once, at the config/engine boundary."""
 
-import functools
 import math
 
 import pint
 
 from engine.errors import SpecError
+from engine.ingest.units import registry as _sheet_registry
 
 #: SI unit each quantity kind is converted to inside the engine.
 _TARGET = {
@@ -20,20 +20,9 @@ _TARGET = {
 }
 
 
-@functools.lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    """A pint registry that also knows FLOP-rates and bit-rates written the way sheets write them.
-
-    FLOPS/OPS are FLOP per second (TOPS = 1e12 OP/s, an int8 op counted like a FLOP). ``Gb``,
-    ``Tb`` ... are bits (pint's default reads ``Gb`` as gilbert). ``GB`` is 1e9 bytes, ``GiB`` 2^30.
-    """
-    ureg = pint.UnitRegistry(on_redefinition="ignore")
-    ureg.define("FLOP = [computation] = flop")
-    ureg.define("FLOPS = FLOP / second = flops")
-    ureg.define("OPS = FLOP / second = ops")
-    for prefix, factor in (("k", "1e3"), ("M", "1e6"), ("G", "1e9"), ("T", "1e12"), ("P", "1e15")):
-        ureg.define(f"{prefix}b = {factor} * bit")
-    return ureg
+    """The shared sheet registry (FLOPS, TOPS, Gb/s ...): see ``engine.ingest.units.registry``."""
+    return _sheet_registry()
 
 
 def to_si(field: str, value, default_unit: str, allow_zero: bool = False) -> float | None:

@@ -1,0 +1,552 @@
+"""Spec-sheet CSV -> hardware config, every number with its source and every conversion stated.
+
+A sheet is the CSV engineers keep next to the slides, one figure a row::
+
+    param,value,unit,precision,source
+    peak_bf16_tflops,512,TFLOPS,bf16,hotchips_p24
+    hbm_bandwidth,4096,GB/s,,hotchips_p25
+
+Optional columns: ``dense_or_sparse`` (dense | sparse | "sparse (2:4)" ...), ``per`` (chip, stack,
+die, link ... multiply by ``count``; system, rack, node, board, pod divide by it), ``count``,
+``direction`` (per_direction | bidirectional, for link bandwidths), ``wins`` (true on the row that
+settles a duplicate), ``notes`` (kept in the comment; say UNCERTAIN there when sources disagree).
+A row whose ``source`` starts with "assumption" is a figure the sheet lacks, stated as such.
+
+Conversions (each is listed in the result's ``assumptions``):
+
+- units with pint: ``TB/s`` vs ``Tb/s``, ``GB`` vs ``GiB``, ``TOPS`` read as ``TFLOPS``;
+- per-stack / per-die figures x count, per-system figures / count;
+- bidirectional link figures / 2 (the configs hold per-direction bandwidths);
+- sparse compute figures: when the sheet prints only sparse figures, they are kept with
+  ``compute_figures_sparse: true`` and the engine takes dense = figure x ``sparse_to_dense_factor``;
+  when only some precisions are sparse-only, those are converted here (dense = sparse x factor).
+
+Errors (:class:`SheetError`) name the file, the line and the row: unknown param, missing unit, a
+unit of the wrong kind for the param (a bandwidth in TFLOPS), a negative, zero or absurd value
+(HBM above 100 TB/s for one chip), and a duplicate param with two values unless one row wins.
+"""
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pint
+
+from engine.ingest.units import registry
+from engine.spec import HardwareSpec
+
+#: Columns a sheet may have; the first five are required.
+REQUIRED_COLUMNS = ("param", "value", "unit", "precision", "source")
+OPTIONAL_COLUMNS = ("dense_or_sparse", "per", "count", "direction", "wins", "notes", "device")
+
+#: Default factor from a 2:4-sparse peak to the dense peak: 2:4 structured sparsity doubles the
+#: math rate, so dense = sparse x 0.5. A sheet may state another (row ``sparse_to_dense_factor``).
+DEFAULT_SPARSE_TO_DENSE = 0.5
+
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4", "tf32")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a param measures: the SI unit pint converts to, the unit written in the YAML, and the
+    largest value that is a chip rather than a unit slip."""
+
+    si: str
+    display: str
+    limit: float
+    what: str
+
+
+KINDS = {
+    "compute": Kind("FLOP / second", "TFLOPS", 1e18, "a compute rate (TFLOPS, TOPS, PFLOPS)"),
+    "bandwidth": Kind("byte / second", "GB/s", 100e12, "a bandwidth (GB/s, TB/s, Gb/s)"),
+    "hbm_bandwidth": Kind("byte / second", "TB/s", 100e12, "a bandwidth (GB/s, TB/s, Gb/s)"),
+    "capacity": Kind("byte", "GB", 10e12, "a size (GB, GiB, TB)"),
+    "sram": Kind("byte", "MB", 100e9, "a size (MB, MiB, GB)"),
+    "latency": Kind("second", "us", 1e-2, "a time (us, ns, ms)"),
+    "power": Kind("watt", "W", 1e5, "a power (W, kW)"),
+    "count": Kind("dimensionless", "", 1e6, "a count"),
+    "factor": Kind("dimensionless", "", 1.0, "a fraction in (0, 1]"),
+}
+
+#: Canonical params: param -> (HardwareSchema field or None for informational rows, kind).
+PARAMS = {
+    "peak_compute": (None, "compute"),          # field from the precision column
+    "hbm_bandwidth": ("hbm_bandwidth", "hbm_bandwidth"),
+    "hbm_capacity": ("hbm_capacity", "capacity"),
+    "sram_capacity": ("sram", "sram"),
+    "scaleup_bandwidth": ("scaleup_bandwidth", "bandwidth"),
+    "scaleup_latency": ("scaleup_latency", "latency"),
+    "scaleout_bandwidth": ("scaleout_bandwidth", "bandwidth"),
+    "scaleout_latency": ("scaleout_latency", "latency"),
+    "devices_per_node": ("devices_per_node", "count"),
+    "tdp": ("tdp", "power"),
+    "hbm_stacks": (None, "count"),
+    "dies": (None, "count"),
+    "sparse_to_dense_factor": ("sparse_to_dense_factor", "factor"),
+}
+
+#: Names sheets use for the canonical params: alias -> (param, implied precision, implied direction).
+ALIASES = {
+    "tensor_peak_compute": ("peak_compute", None, None),
+    "memory_bandwidth": ("hbm_bandwidth", None, None),
+    "memory_capacity": ("hbm_capacity", None, None),
+    "sram": ("sram_capacity", None, None),
+    "onchip_sram": ("sram_capacity", None, None),
+    "l2_cache": ("sram_capacity", None, None),
+    "last_level_cache": ("sram_capacity", None, None),
+    "interconnect_bandwidth": ("scaleup_bandwidth", None, None),
+    "scaleup_bw_per_direction": ("scaleup_bandwidth", None, "per_direction"),
+    "scaleup_bw_bidirectional": ("scaleup_bandwidth", None, "bidirectional"),
+    "scaleout_bw_per_direction": ("scaleout_bandwidth", None, "per_direction"),
+    "scaleout_bw_bidirectional": ("scaleout_bandwidth", None, "bidirectional"),
+    "nic_bandwidth": ("scaleout_bandwidth", None, None),
+    "scaleup_domain_size": ("devices_per_node", None, None),
+    "power": ("tdp", None, None),
+    "hbm_count": ("hbm_stacks", None, None),
+}
+_PEAK = re.compile(r"^(?:peak|compute)_(?:tflops_|tops_)?(bf16|fp16|fp8|int8|fp4|tf32)(?:_tflops|_tops|_pflops)?$")
+
+_MULTIPLY = {"stack", "die", "chiplet", "link", "port", "xcd", "core", "tile"}
+_DIVIDE = {"system", "rack", "node", "board", "pod", "server", "tray"}
+_CHIP = {"", "chip", "device", "gpu", "package", "accelerator", "card"}
+
+#: Order of the fields in the written YAML (as in runner/schema.py HardwareSchema).
+FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
+               "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
+               "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
+               "devices_per_node", "tdp")
+_REQUIRED_FIELDS = ("peak_bf16", "hbm_capacity", "hbm_bandwidth")
+
+
+class SheetError(ValueError):
+    """A row of a spec-sheet CSV that cannot be imported; names the file, line and row."""
+
+    def __init__(self, path: str, line: int, row: str, reason: str):
+        self.path, self.line, self.row, self.reason = path, line, row, reason
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {reason}" + (f"\n  row: {row}" if row else ""))
+
+
+@dataclass
+class Figure:
+    """One accepted row, converted: SI value, sparsity, the text for its YAML comment."""
+
+    key: tuple
+    field: str | None
+    kind: str
+    si: float | None
+    line: int
+    row: str
+    source: str
+    notes: str
+    precision: str = ""
+    sparse: bool = False
+    wins: bool = False
+    steps: list = field(default_factory=list)   # conversions applied, as text
+    sheet: str = ""                             # value and unit as the sheet wrote them
+
+
+@dataclass
+class Entry:
+    """One field of the written config: value (SI) and the comment that carries its provenance."""
+
+    value: object
+    display: str
+    comment: str
+
+
+@dataclass
+class HardwareSheet:
+    """An imported sheet: the config fields with provenance, and the conversions made."""
+
+    name: str
+    description: str
+    entries: dict
+    assumptions: list
+    path: str = ""
+
+    def si(self, fld: str):
+        e = self.entries.get(fld)
+        return None if e is None else e.value
+
+    def hardware_spec(self) -> HardwareSpec:
+        """The HardwareSpec the written config converts to (SI floats)."""
+        kw = dict(
+            name=self.name,
+            peak_flops_bf16=self.si("peak_bf16"),
+            peak_flops_fp8=self.si("peak_fp8"),
+            peak_flops_int8=self.si("peak_int8"),
+            peak_flops_fp4=self.si("peak_fp4"),
+            compute_figures_sparse=bool(self.si("compute_figures_sparse")),
+            sparse_to_dense_factor=self.si("sparse_to_dense_factor"),
+            hbm_capacity_bytes=self.si("hbm_capacity"),
+            hbm_bandwidth_bytes_s=self.si("hbm_bandwidth"),
+            sram_bytes=self.si("sram") or 0.0,
+            scaleup_bandwidth_bytes_s=self.si("scaleup_bandwidth"),
+            scaleup_latency_s=self.si("scaleup_latency") or 0.0,
+            scaleout_bandwidth_bytes_s=self.si("scaleout_bandwidth"),
+            scaleout_latency_s=self.si("scaleout_latency") or 0.0,
+            devices_per_node=self.si("devices_per_node") or 1,
+            tdp_w=self.si("tdp"),
+        )
+        return HardwareSpec(**kw)
+
+    def yaml_text(self, command: str = "") -> str:
+        """The conf/hardware/NAME.yaml text: schema fields, each with its source as a comment."""
+        head = f"# {self.description}. Generated from the spec sheet {self.path}"
+        head += f" by `{command}`" if command else ""
+        lines = [head + ".", "# Edit the sheet and regenerate; every conversion is in `assumptions` below.",
+                 "defaults:", "  - hardware_schema", f"name: {self.name}",
+                 f"description: {_yaml_str(self.description)}"]
+        for f in FIELD_ORDER:
+            e = self.entries.get(f)
+            if e is None:
+                continue
+            text = f"{f}: {e.display}"
+            lines.append(f"{text:<30} # {e.comment}" if e.comment else text)
+        lines.append("assumptions:" if self.assumptions else "assumptions: []")
+        lines += [f"  - {_yaml_str(a)}" for a in self.assumptions]
+        return "\n".join(lines) + "\n"
+
+
+def _yaml_str(s: str) -> str:
+    """A YAML double-quoted scalar (safe for colons, hashes and quotes)."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _fmt(x: float) -> str:
+    s = f"{x:.10g}"
+    return s
+
+
+def display(kind: str, si: float, field_name: str = "") -> str:
+    """SI value -> the YAML text in the kind's display unit ("989.4 TFLOPS", "3.35 TB/s")."""
+    k = KINDS[kind]
+    if kind == "count":
+        return str(int(round(si)))
+    if kind == "factor":
+        return _fmt(si)
+    unit = "TOPS" if field_name == "peak_int8" else k.display
+    q = registry().Quantity(si, k.si).to("FLOPS" if unit == "TOPS" else unit)
+    scale = 1e12 if unit == "TOPS" else 1.0
+    return f"{_fmt(q.magnitude / scale)} {unit}"
+
+
+def _bool(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "y", "wins", "x")
+
+
+def _resolve(param: str, precision: str, err):
+    """param name (+ precision column) -> (canonical param, field, kind, precision, direction)."""
+    p = param.strip().lower()
+    direction = None
+    implied = None
+    if p in ALIASES:
+        p, implied, direction = ALIASES[p]
+    m = _PEAK.match(p)
+    if m:
+        implied, p = m.group(1), "peak_compute"
+    if p not in PARAMS:
+        known = sorted(set(PARAMS) | set(ALIASES) | {"peak_<precision>[_tflops]"})
+        err(f"unknown param {param!r} (known: {', '.join(known)})")
+    fld, kind = PARAMS[p]
+    prec = precision.strip().lower()
+    if p == "peak_compute":
+        if implied and prec and prec != implied:
+            err(f"param {param!r} is a {implied} figure but the precision column says {prec!r}")
+        prec = implied or prec
+        if prec not in PRECISIONS:
+            err(f"a compute figure needs a precision, one of {', '.join(PRECISIONS)} (got {prec!r})")
+        fld = f"peak_{prec}"
+    return p, fld, kind, prec, direction
+
+
+def read_sheet(path, name: str, *, description: str | None = None,
+               sparse_to_dense: float | None = None, text: str | None = None) -> HardwareSheet:
+    """Import the CSV at ``path`` (or ``text``) as hardware config ``name``.
+
+    ``sparse_to_dense`` overrides the sheet's (or the default 0.5) sparse -> dense factor.
+    Raises SheetError naming the line and row for each bad row kind (see module docstring).
+    """
+    path = str(path)
+    if text is None:
+        text = Path(path).read_text(encoding="utf-8")
+    raw_lines = text.splitlines()
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip().lower() for h in next(reader)]
+    except StopIteration:
+        raise SheetError(path, 0, "", "empty sheet (expected a header row param,value,unit,precision,source)")
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    unknown = [c for c in header if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if missing or unknown:
+        raise SheetError(path, 1, raw_lines[0], (f"missing columns {missing}; " if missing else "")
+                         + (f"unknown columns {unknown}; " if unknown else "")
+                         + f"expected {', '.join(REQUIRED_COLUMNS)} (+ optional {', '.join(OPTIONAL_COLUMNS)})")
+    ureg = registry()
+    figures: list[Figure] = []
+    desc_rows = []
+    prev_line = 1
+    for cells in reader:
+        start = prev_line + 1
+        prev_line = reader.line_num
+        row_text = "\n".join(raw_lines[start - 1:reader.line_num])
+        if not any(c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
+            continue
+        if len(cells) > len(header):
+            raise SheetError(path, start, row_text, f"{len(cells)} cells for {len(header)} columns")
+        r = {h: (cells[i].strip() if i < len(cells) else "") for i, h in enumerate(header)}
+
+        def err(reason, _start=start, _row=row_text):
+            raise SheetError(path, _start, _row, reason)
+
+        if r["param"].strip().lower() in ("device", "description"):
+            desc_rows.append(r["value"])
+            continue
+        p, fld, kind, prec, direction = _resolve(r["param"], r["precision"], err)
+        k = KINDS[kind]
+        notes = r.get("notes", "")
+        fig = Figure(key=(), field=fld, kind=kind, si=None, line=start, row=row_text,
+                     source=r["source"], notes=notes, precision=prec, wins=_bool(r.get("wins", "")))
+        sp = r.get("dense_or_sparse", "").strip().lower()
+        fig.sparse = sp.startswith("sparse")
+        if kind == "compute" and not sp and r["value"].strip():
+            fig.steps.append(f"{r['param']}: taken as a dense figure (the sheet does not mark dense or sparse)")
+        if sp and not (sp.startswith("sparse") or sp.startswith("dense") or sp in ("n/a", "na")):
+            err(f"dense_or_sparse must be dense, sparse or n/a (got {sp!r})")
+        if fig.sparse and kind != "compute":
+            err(f"only compute figures can be sparse ({r['param']} is {k.what})")
+        value = r["value"].replace(",", "").replace("_", "")
+        if sp.endswith("n/a") and not value:
+            continue                                   # "no sparse figure published"
+        if not value:
+            if kind == "compute":
+                # A precision the chip lacks: written as null with the row's note.
+                fig.key = (fld, fig.sparse)
+                figures.append(fig)
+                continue
+            err(f"no value for {r['param']} (leave the row out if the figure is not published)")
+        try:
+            v = float(value)
+        except ValueError:
+            err(f"value {r['value']!r} is not a number")
+        if not math.isfinite(v):
+            err(f"value {r['value']!r} is not finite")
+        unit = r["unit"].strip()
+        if kind in ("count", "factor"):
+            if unit.lower() not in ("", "count", "x", "gpus", "devices", "accelerators", "chips", "stacks", "dies"):
+                err(f"{r['param']} is {k.what}; a unit {unit!r} makes no sense here")
+            si = v
+        else:
+            if not unit:
+                err(f"missing unit for {r['param']} = {r['value']} (expected {k.what})")
+            try:
+                q = ureg.Quantity(v, unit)
+                if kind == "compute" and prec not in ("int8",) and "OPS" in unit.upper() and "FLOPS" not in unit.upper():
+                    fig.steps.append(f"{r['param']}: {unit} read as {unit.upper().replace('OPS', 'FLOPS')} (one {prec} op = one FLOP)")
+                si = float(q.to(k.si).magnitude)
+            except pint.DimensionalityError:
+                err(f"unit {unit!r} is the wrong kind for {r['param']}: expected {k.what}")
+            except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError, AssertionError):
+                err(f"unit {unit!r} is not a unit pint knows (expected {k.what})")
+            if unit != display(kind, si, fld).split(" ", 1)[-1] and not (kind == "compute" and unit in ("TFLOPS", "TOPS")):
+                fig.steps.append(f"{r['param']}: {r['value']} {unit} = {display(kind, si, fld)}")
+        if v < 0:
+            err(f"{r['param']} = {r['value']} {unit} is negative")
+        if v == 0 and kind not in ("latency",) and fld != "sram":
+            err(f"{r['param']} = 0 {unit}: expected a value > 0 (leave the row out if not published)")
+        # per-stack / per-die x count, per-system / count
+        per = r.get("per", "").strip().lower().replace("per-", "").replace("per_", "")
+        per = per[:-1] if per.endswith("s") and per[:-1] in (_MULTIPLY | _DIVIDE) else per
+        count_text = r.get("count", "").strip()
+        if per not in _CHIP:
+            if per not in _MULTIPLY | _DIVIDE:
+                err(f"per must be one of chip, {', '.join(sorted(_MULTIPLY | _DIVIDE))} (got {per!r})")
+            if not count_text:
+                if per == "stack":
+                    fig.steps.append("__needs_stacks__")
+                else:
+                    err(f"a per-{per} figure needs a count (how many {per}s per chip, or chips per {per})")
+            else:
+                try:
+                    n = float(count_text)
+                except ValueError:
+                    err(f"count {count_text!r} is not a number")
+                if n <= 0:
+                    err(f"count {count_text!r} must be > 0")
+                if per in _MULTIPLY:
+                    fig.steps.append(f"{r['param']}: per {per} x {_fmt(n)} {per}s = {display(kind, si * n, fld)} per chip")
+                    si *= n
+                else:
+                    fig.steps.append(f"{r['param']}: per {per} / {_fmt(n)} chips = {display(kind, si / n, fld)} per chip")
+                    si /= n
+        elif count_text:
+            err(f"count {count_text!r} given for a per-chip figure (set per to stack, die, system ...)")
+        # link direction
+        dcol = r.get("direction", "").strip().lower().replace("-", "_").replace(" ", "_")
+        if dcol and dcol not in ("per_direction", "bidirectional", "unidirectional"):
+            err(f"direction must be per_direction or bidirectional (got {dcol!r})")
+        if direction and dcol and direction != ("bidirectional" if dcol == "bidirectional" else "per_direction"):
+            err(f"param {r['param']!r} says {direction} but the direction column says {dcol}")
+        direction = direction or ("bidirectional" if dcol == "bidirectional" else ("per_direction" if dcol else None))
+        if kind == "bandwidth":
+            if direction == "bidirectional":
+                si /= 2
+                fig.steps.append(f"{r['param']}: bidirectional / 2 = {display(kind, si, fld)} per direction")
+            elif direction is None:
+                fig.steps.append(f"{r['param']}: taken as per direction (the sheet does not say)")
+        fig.si = si
+        fig.sheet = f"{r['value']} {unit}".strip()
+        fig.key = (fld or p, fig.sparse, direction if kind == "bandwidth" else None)
+        if kind == "compute":
+            fig.key = (fld, fig.sparse)
+        if kind == "factor" and not (0 < si <= 1):
+            err(f"{r['param']} = {r['value']} is not a fraction in (0, 1]")
+        if fld and si > k.limit * (1 + 1e-9) and kind != "factor":
+            err(f"{r['param']} = {r['value']} {unit} = {display(kind, si, fld)} is absurd for one chip "
+                f"(limit {display(kind, k.limit, fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
+        figures.append(fig)
+    return _assemble(path, name, figures, description or (desc_rows[0] if desc_rows else name), sparse_to_dense)
+
+
+def _pick(path: str, figs: list) -> tuple:
+    """One figure per key: equal values merge; differing values need exactly one ``wins`` row."""
+    by_key: dict = {}
+    for f in figs:
+        by_key.setdefault(f.key, []).append(f)
+    chosen = {}
+    for key, group in by_key.items():
+        vals = {None if f.si is None else round(f.si, 6) for f in group}
+        if len(vals) == 1:
+            chosen[key] = (group[0], group[1:])
+            continue
+        winners = [f for f in group if f.wins]
+        if len(winners) != 1:
+            a, b = group[0], group[1]
+            raise SheetError(path, b.line, b.row,
+                             f"duplicate {b.field or key[0]}: line {a.line} gives {a.si:g} and line {b.line} "
+                             f"gives {b.si:g} (SI); mark the one to use with wins=true")
+        chosen[key] = (winners[0], [f for f in group if f is not winners[0]])
+    return chosen
+
+
+def _comment(fig: Figure, others=()) -> str:
+    parts = [fig.source or "no source given"]
+    if fig.kind == "compute" and fig.si is not None:
+        parts.append("sparse figure" if fig.sparse else "dense")
+    if fig.si is not None and fig.sheet and fig.sheet != display(fig.kind, fig.si, fig.field or ""):
+        parts.append(f"sheet: {fig.sheet}")
+    if fig.notes:
+        parts.append(fig.notes)
+    for o in others:
+        if o.si is not None and fig.si is not None and round(o.si, 6) != round(fig.si, 6):
+            parts.append(f"line {o.line} ({o.source}) gives {display(o.kind, o.si, o.field)}; this row wins")
+    return "; ".join(p for p in parts if p)
+
+
+def _assemble(path, name, figures, description, sparse_override) -> HardwareSheet:
+    chosen = _pick(path, figures)
+    assumptions: list[str] = []
+    entries: dict = {}
+    stacks = next((f for (k, *_), (f, _) in chosen.items() if k == "hbm_stacks"), None)
+
+    def note_steps(f):
+        for s in f.steps:
+            if s == "__needs_stacks__":
+                if stacks is None:
+                    raise SheetError(path, f.line, f.row, "a per-stack figure needs a count column or an hbm_stacks row")
+                f.si *= stacks.si
+                s = (f"{f.field}: per stack x {_fmt(stacks.si)} stacks (hbm_stacks, line {stacks.line}) = "
+                     f"{display(f.kind, f.si, f.field)} per chip")
+            assumptions.append(s)
+
+    # sparse -> dense factor
+    factor_fig = chosen.get(("sparse_to_dense_factor", False, None), (None,))[0]
+    if sparse_override is not None:
+        factor, factor_src = float(sparse_override), "given on the command line"
+    elif factor_fig is not None:
+        factor, factor_src = factor_fig.si, f"{factor_fig.source} (line {factor_fig.line})"
+    else:
+        factor, factor_src = DEFAULT_SPARSE_TO_DENSE, "default: 2:4 structured sparsity doubles the peak"
+    if not (0 < factor <= 1):
+        raise SheetError(path, 0, "", f"sparse_to_dense_factor {factor} is not a fraction in (0, 1]")
+
+    # compute: per precision prefer dense; sparse-only sheets keep sparse figures + flag
+    comp = {}
+    for (key, (f, others)) in chosen.items():
+        if f.kind == "compute":
+            comp.setdefault(f.field, {})[f.sparse] = (f, others)
+    dense_any = any(False in v and v[False][0].si is not None for v in comp.values())
+    sparse_only_sheet = bool(comp) and not dense_any and any(True in v for v in comp.values())
+    if "peak_bf16" not in comp and "peak_fp16" in comp:
+        comp["peak_bf16"] = comp.pop("peak_fp16")
+        assumptions.append("peak_bf16: the sheet gives fp16 only; bf16 runs at the fp16 rate on every current chip")
+    for fld, variants in comp.items():
+        if fld in ("peak_fp16", "peak_tf32"):
+            continue                                     # not used by the engine
+        if sparse_only_sheet:
+            f, others = variants[True]
+            entries[fld] = Entry(f.si, display("compute", f.si, fld), _comment(f, others))
+            note_steps(f)
+            continue
+        if False in variants:
+            f, others = variants[False]
+            if f.si is None:
+                entries[fld] = Entry(None, "null", _comment(f) or "not supported")
+                continue
+            note_steps(f)
+            extra = []
+            if True in variants and variants[True][0].si is not None:
+                extra = [f"{display('compute', variants[True][0].si, fld)} sparse (line {variants[True][0].line})"]
+            entries[fld] = Entry(f.si, display("compute", f.si, fld), "; ".join([_comment(f, others)] + extra))
+        else:
+            f, others = variants[True]
+            note_steps(f)
+            dense = f.si * factor
+            entries[fld] = Entry(dense, display("compute", dense, fld),
+                                 _comment(f, others) + f"; dense = sparse {display('compute', f.si, fld)} x {_fmt(factor)}")
+            assumptions.append(f"{fld}: sparse {display('compute', f.si, fld)} x {_fmt(factor)} = dense "
+                               f"{display('compute', dense, fld)} ({factor_src})")
+    entries["compute_figures_sparse"] = Entry(sparse_only_sheet, "true" if sparse_only_sheet else "false",
+                                              "the compute figures above are sparse; the engine multiplies them by the factor below"
+                                              if sparse_only_sheet else "")
+    entries["sparse_to_dense_factor"] = Entry(factor, _fmt(factor), factor_src)
+    if sparse_only_sheet:
+        assumptions.append(f"compute figures are sparse (the sheet prints no dense ones): the engine takes "
+                           f"dense = figure x {_fmt(factor)} ({factor_src})")
+
+    for key, (f, others) in chosen.items():
+        if f.kind in ("compute", "factor") or f.field is None:
+            continue
+        note_steps(f)
+        entries[f.field] = Entry(int(round(f.si)) if f.kind == "count" else f.si,
+                                 display(f.kind, f.si, f.field), _comment(f, others))
+        if f.source.lower().startswith("assumption"):
+            assumptions.append(f"{f.field} = {display(f.kind, f.si, f.field)}: not on the sheet; {f.source}"
+                               + (f" ({f.notes})" if f.notes else ""))
+        if "uncertain" in f.notes.lower() or "moderate confidence" in f.notes.lower():
+            assumptions.append(f"{f.field} = {display(f.kind, f.si, f.field)} is UNCERTAIN: {f.notes}")
+    for fld, variants in comp.items():
+        for f, _ in variants.values():
+            if f.si is not None and ("uncertain" in f.notes.lower() or "moderate confidence" in f.notes.lower()):
+                assumptions.append(f"{fld} is UNCERTAIN: {f.notes}")
+    defaults = {"scaleup_latency": "0 us", "scaleout_latency": "0 us", "devices_per_node": "1",
+                "sram": "0 MB", "scaleup_bandwidth": "none (single device)",
+                "scaleout_bandwidth": "none (single node)", "tdp": "none"}
+    for fld, default in defaults.items():
+        if fld not in entries:
+            assumptions.append(f"{fld}: not on the sheet; schema default {default}")
+    for req in _REQUIRED_FIELDS:
+        if entries.get(req) is None or entries[req].value is None:
+            raise SheetError(path, 0, "", f"the sheet gives no {req} (required by HardwareSchema); add a row for it")
+    # duplicates in assumptions (same step recorded twice) are dropped, order kept
+    seen, uniq = set(), []
+    for a in assumptions:
+        if a not in seen:
+            seen.add(a)
+            uniq.append(a)
+    return HardwareSheet(name=name, description=description, entries=entries, assumptions=uniq, path=path)

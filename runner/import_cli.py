@@ -1,0 +1,89 @@
+"""The ``simllm-import`` console script: spec sheets and config.json files -> conf/ YAMLs.
+
+    simllm-import hwcsv conf/hardware/sheets/jalapeno.csv --name jalapeno   # -> conf/hardware/jalapeno.yaml
+    simllm-import sheets                                                    # regenerate every sheet's YAML
+    simllm-import hfconfig path/to/config.json --name qwen3_32b             # -> conf/model/qwen3_32b.yaml
+    simllm-import simple study.yaml --name jalapeno_simple                  # -> conf/hardware + conf/model
+    simllm-import hbm --stacks 5 --bus-width 1024 --gbps-per-pin 5.2        # HBM bandwidth from the interface
+
+The work is done by ``engine.ingest``; this module reads arguments, writes files and turns errors
+into one line on stderr and exit status 2.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.errors import SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+SHEETS = CONF / "hardware" / "sheets"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _write(path: Path, text: str, force: bool) -> None:
+    path = Path(path)
+    if path.exists() and not force and path.read_text() != text:
+        raise FileExistsError(f"{_rel(path)} exists and differs; pass --force to overwrite")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {_rel(path)}")
+
+
+def hwcsv_text(csv_path: Path, name: str, description: str | None = None,
+               sparse_factor: float | None = None) -> str:
+    """The YAML text ``simllm-import hwcsv CSV --name NAME`` writes (used by the regeneration test)."""
+    from engine.ingest.hwcsv import read_sheet
+
+    sheet = read_sheet(_rel(csv_path), name, description=description, sparse_to_dense=sparse_factor,
+                       text=Path(csv_path).read_text(encoding="utf-8"))
+    return sheet.yaml_text(f"simllm-import hwcsv {_rel(csv_path)} --name {name}")
+
+
+def _cmd_hwcsv(a) -> None:
+    text = hwcsv_text(Path(a.file), a.name, a.description, a.sparse_factor)
+    out = Path(a.out) if a.out else CONF / "hardware" / f"{a.name}.yaml"
+    _write(out, text, a.force)
+
+
+def _cmd_sheets(a) -> None:
+    for csv_path in sorted(SHEETS.glob("*.csv")):
+        _write(CONF / "hardware" / f"{csv_path.stem}.yaml", hwcsv_text(csv_path, csv_path.stem), True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    h = sub.add_parser("hwcsv", help="spec-sheet CSV -> conf/hardware/NAME.yaml")
+    h.add_argument("file")
+    h.add_argument("--name", required=True, help="config option name (file stem)")
+    h.add_argument("--description", help="one-line description (default: the sheet's device row)")
+    h.add_argument("--sparse-factor", type=float, default=None,
+                   help="sparse -> dense factor (default: the sheet's sparse_to_dense_factor row, else 0.5)")
+    h.add_argument("--out", help="output path (default conf/hardware/NAME.yaml)")
+    h.add_argument("--force", action="store_true", help="overwrite an existing, different file")
+    h.set_defaults(func=_cmd_hwcsv)
+    s = sub.add_parser("sheets", help="regenerate conf/hardware/NAME.yaml from every conf/hardware/sheets/NAME.csv")
+    s.set_defaults(func=_cmd_sheets)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (SpecError, ValueError, FileNotFoundError, FileExistsError, KeyError) as e:
+        print(f"simllm-import: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
