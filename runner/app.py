@@ -25,15 +25,18 @@ def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
+    overrides = list(hc.overrides.task)
     try:
-        run_job(cfg, job_dir, list(hc.overrides.task))
+        run_job(cfg, job_dir, overrides)
     except SpecError as e:
-        record_failure(job_dir, e)
+        # bad input: a single run stops here with one line; in a multirun the job is recorded
+        # as a FAILED run and the others go on
+        record_failure(cfg, job_dir, e, overrides, track=multirun)
         print(f"simllm: error: {e}", file=sys.stderr)
         if not multirun:
             sys.exit(2)
     except Exception as e:  # noqa: BLE001
-        record_failure(job_dir, e)
+        record_failure(cfg, job_dir, e, overrides)
         if not multirun:
             raise
         print(f"simllm: job {hc.job.num} failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -12,9 +12,14 @@ from runner import outputs
 
 
 class SweepTracking(Callback):
-    """on_multirun_start: create the store/experiment once and a parent run; hand their ids to the
-    jobs through the environment. on_multirun_end: print a one-screen summary of the jobs, close
-    the parent (FAILED if any job failed) and exit non-zero if any job failed."""
+    """Runs in the launching process (whatever the launcher).
+
+    on_multirun_start: create the store and experiment once (parallel first-time creation races
+    in MLflow's schema migration), open a parent run, fetch the finished config hashes when
+    ``resume=true``, and hand all of it to the jobs through environment variables.
+    on_multirun_end: print a one-screen summary (done / failed / skipped, with the failing
+    overrides), close the parent (FAILED if any job failed) and exit non-zero if any failed.
+    """
 
     def __init__(self) -> None:
         self.parent = None
@@ -23,49 +28,76 @@ class SweepTracking(Callback):
         from runner import tracking
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
         os.environ[tracking.SWEEP_ENV] = str(sweep_dir)
         if not config.tracking.enabled:
             return
+        uri, exp_name = config.tracking.uri, config.tracking.experiment
         try:
-            exp = tracking.experiment_id(config.tracking.uri, config.tracking.experiment)
+            exp = tracking.experiment_id(uri, exp_name)
             os.environ[tracking.EXPERIMENT_ENV] = exp
+            if config.get("resume"):
+                path = sweep_dir / ".finished_hashes.json"
+                path.write_text(json.dumps(sorted(tracking.finished_hashes(uri, exp_name))))
+                os.environ[tracking.FINISHED_ENV] = str(path.resolve())
             self.parent = tracking.start_parent(
-                config.tracking.uri, exp, f"sweep:{sweep_dir.name}",
+                uri, exp, f"sweep:{sweep_dir.name}",
                 {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
             os.environ[tracking.PARENT_ENV] = self.parent
         except Exception as e:  # noqa: BLE001
-            print(f"simllm: warning: MLflow unavailable at {config.tracking.uri} ({e}); "
-                  "results stay in the job directories", file=sys.stderr)
+            os.environ[tracking.DOWN_ENV] = f"{type(e).__name__}: {e}"[:500]
+            print(f"simllm: warning: MLflow unavailable at {uri} ({e}); results stay in the job "
+                  "directories; upload them later with `simllm-sync`", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from runner import tracking
-        from runner.job import print_rows
+        from runner.job import PENDING, SKIPPED, print_rows
 
         sweep_dir = Path(config.hydra.sweep.dir)
-        done, failed = [], []
+        done, failed, skipped, pending = [], [], [], 0
         for d in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()),
                         key=lambda p: int(p.name)):
-            if (d / outputs.SUMMARY).exists():
+            pending += (d / PENDING).exists()
+            if (d / outputs.ERROR).exists():
+                over = _overrides(d)
+                reason = (d / outputs.ERROR).read_text().strip().splitlines()[-1]
+                failed.append(f"  job {d.name} FAILED [{over}]: {reason}")
+            elif (d / SKIPPED).exists():
+                skipped.append(d.name)
+            elif (d / outputs.SUMMARY).exists():
                 doc = json.loads((d / outputs.SUMMARY).read_text())
                 s = doc["summary"]
                 done.append({"job": d.name, "overrides": " ".join(doc.get("overrides", [])),
                              "TTFT ms": _f(s.get("ttft_ms_p50")), "TPOT ms": _f(s.get("tpot_ms_p50")),
                              "tok/s": _f(s.get("throughput_tok_s"), 0), "bound": s.get("bound")})
-            elif (d / outputs.ERROR).exists():
-                failed.append((d.name, (d / outputs.ERROR).read_text().strip().splitlines()[-1]))
-        print(f"\nsimllm multirun: {len(done)} done, {len(failed)} failed  ({sweep_dir})")
-        print_rows(done)
-        for num, reason in failed:
-            print(f"  job {num} FAILED: {reason}")
+        print(f"\nsimllm multirun: {len(done)} done, {len(failed)} failed, {len(skipped)} skipped "
+              f"({sweep_dir})")
+        if len(done) <= 40:
+            print_rows(done)
+        for line in failed:
+            print(line)
+        if pending:
+            print(f"  {pending} job(s) not yet in MLflow: run `simllm-sync {sweep_dir}`")
         if self.parent:
             try:
                 tracking.end_run(config.tracking.uri, self.parent, "FAILED" if failed else "FINISHED")
             except Exception as e:  # noqa: BLE001
                 print(f"simllm: warning: could not close the sweep's MLflow run: {e}", file=sys.stderr)
-        for k in (tracking.PARENT_ENV, tracking.EXPERIMENT_ENV, tracking.SWEEP_ENV):
+        for k in (tracking.PARENT_ENV, tracking.EXPERIMENT_ENV, tracking.SWEEP_ENV,
+                  tracking.FINISHED_ENV, tracking.DOWN_ENV):
             os.environ.pop(k, None)
         if failed:
             sys.exit(1)
+
+
+def _overrides(job_dir: Path) -> str:
+    """The job's overrides, from Hydra's record in .hydra/overrides.yaml."""
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.exists():
+        return "?"
+    from omegaconf import OmegaConf
+
+    return " ".join(str(o) for o in OmegaConf.load(path))
 
 
 def _f(v, nd=2):

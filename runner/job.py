@@ -2,9 +2,11 @@
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import traceback
+import uuid
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,7 +19,11 @@ from runner import outputs
 from runner.convert import specs_from_config
 
 #: Keys of the config that do not change a result (left out of the config hash).
-_NON_RESULT_KEYS = ("tracking", "print_table")
+_NON_RESULT_KEYS = ("tracking", "print_table", "resume")
+
+#: Marker left in a job directory whose MLflow logging failed; ``simllm-sync`` uploads it later.
+PENDING = "pending_sync.json"
+SKIPPED = "skipped.json"
 
 
 def _engine(name: str):
@@ -103,43 +109,129 @@ def print_rows(rows: list[dict], file=sys.stdout) -> None:
         print("  ".join(str(r.get(c, "")).rjust(width[c]) for c in cols), file=file)
 
 
-def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult:
-    """Run one job and persist it. Raises SpecError for bad input (nothing written or logged)."""
+def already_finished(cfg: DictConfig, chash: str) -> bool:
+    """resume=true: is there a FINISHED run with this config hash in the target experiment?
+
+    In a multirun the sweep callback fetched the finished hashes once (a JSON file named by
+    SIMLLM_FINISHED_HASHES); a single run asks the tracking store itself.
+    """
+    from runner import tracking
+
+    path = os.environ.get(tracking.FINISHED_ENV)
+    if path and os.path.exists(path):
+        return chash in set(json.loads(Path(path).read_text()))
+    try:
+        return chash in tracking.finished_hashes(cfg.tracking.uri, cfg.tracking.experiment)
+    except Exception as e:  # noqa: BLE001
+        print(f"simllm: warning: resume check failed ({e}); running the job", file=sys.stderr)
+        return False
+
+
+def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult | None:
+    """Run one job and persist it. Raises SpecError for bad input (nothing written or logged).
+
+    Returns None when ``resume`` skips a job that already has a FINISHED run.
+    """
+    chash = config_hash(cfg)
+    if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
+        outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),
+                                                "reason": "a FINISHED run with this config hash exists"})
+        print(f"simllm: skipped (resume): config {chash} already has a FINISHED run")
+        return None
     specs = specs_from_config(cfg)
     result = _engine(cfg.engine.name)(specs)
-    chash = config_hash(cfg)
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
-            "git_commit": git_commit(), "overrides": list(overrides)}
+            "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
+    meta.update(_sweep_meta())
     outputs.write_result(job_dir, result, OmegaConf.to_yaml(cfg, resolve=True), meta)
     if cfg.print_table:
         print_rows([summary_line(cfg, result.summary)])
         if not result.summary.get("fits_in_memory", True):
             print(f"does not fit in memory: {result.summary.get('memory_reason')}")
     if cfg.tracking.enabled:
-        _track(cfg, result, job_dir, meta)
+        track_job_dir(cfg.tracking, job_dir)
     return result
 
 
-def _track(cfg: DictConfig, result: RunResult, job_dir: Path, meta: dict) -> None:
-    """Log to MLflow; if tracking fails the job still succeeds, with its files on disk."""
+def _sweep_meta() -> dict:
+    """Parent run and sweep id handed down by the sweep callback (empty for a single run)."""
     from runner import tracking
 
-    name = cfg.tracking.run_name or (
+    out = {}
+    if os.environ.get(tracking.PARENT_ENV):
+        out["parent_run_id"] = os.environ[tracking.PARENT_ENV]
+    if os.environ.get(tracking.SWEEP_ENV):
+        out["sweep_id"] = os.environ[tracking.SWEEP_ENV]
+    return out
+
+
+def run_name(cfg: DictConfig) -> str:
+    return cfg.tracking.get("run_name") or (
         f"{cfg.engine.name}:{cfg.hardware.name}:{cfg.model.name}:tp{cfg.partition.tp}"
         f":b{cfg.workload.batch_size}")
-    tags = {"simllm.engine": meta["engine"], "simllm.version": meta["simllm_version"],
-            "simllm.git_commit": meta["git_commit"], "simllm.config_hash": meta["config_hash"],
-            "simllm.overrides": " ".join(meta["overrides"])[:5000], "simllm.job_dir": str(job_dir),
-            **{str(k): str(v) for k, v in (cfg.tracking.tags or {}).items()}}
+
+
+def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False) -> str | None:
+    """Log a complete job directory (summary.json + files) to MLflow; returns the run id.
+
+    Everything logged is read back from the directory, so a job logs the same way now or later
+    from ``simllm-sync``. Idempotent: a directory whose job_uid is already in the experiment is
+    not logged twice. If tracking fails the job still succeeds: a pending_sync.json marker is left
+    for ``simllm-sync`` and the job says so.
+    """
+    from runner import tracking
+
+    doc = json.loads((job_dir / outputs.SUMMARY).read_text())
+    uri, exp = tracking_cfg.uri, tracking_cfg.experiment
     try:
-        tracking.log_job(cfg.tracking.uri, cfg.tracking.experiment, name,
-                         flatten(result_config(cfg)), result.summary, tags, job_dir)
+        if os.environ.get(tracking.DOWN_ENV) and not quiet:
+            raise ConnectionError(f"tracking unavailable at sweep start: {os.environ[tracking.DOWN_ENV]}")
+        existing = tracking.run_with_uid(uri, exp, doc["job_uid"])
+        if existing is not None:
+            (job_dir / PENDING).unlink(missing_ok=True)
+            return existing.info.run_id
+        cfg = OmegaConf.load(job_dir / outputs.CONFIG)
+        tags = {"simllm.engine": doc["engine"], "simllm.version": doc["simllm_version"],
+                "simllm.git_commit": doc["git_commit"], "simllm.config_hash": doc["config_hash"],
+                "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
+                "simllm.job_uid": doc["job_uid"],
+                **{str(k): str(v) for k, v in (tracking_cfg.get("tags") or {}).items()}}
+        if doc.get("parent_run_id"):
+            tags["mlflow.parentRunId"] = doc["parent_run_id"]
+        if doc.get("sweep_id"):
+            tags["simllm.sweep_id"] = doc["sweep_id"]
+        status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
+        rid = tracking.log_job(uri, exp, run_name(cfg), flatten(result_config(cfg)),
+                               doc.get("summary", {}), tags, job_dir, status=status)
+        (job_dir / PENDING).unlink(missing_ok=True)
+        return rid
     except Exception as e:  # noqa: BLE001 - tracking must never lose a computed result
-        print(f"simllm: warning: MLflow logging to {cfg.tracking.uri} failed ({type(e).__name__}: "
-              f"{e}); results are in {job_dir}", file=sys.stderr)
+        outputs.write_json(job_dir / PENDING, {"uri": uri, "experiment": exp,
+                                               "error": f"{type(e).__name__}: {e}"})
+        if not quiet:
+            print(f"simllm: warning: MLflow logging to {uri} failed ({type(e).__name__}: {e}); "
+                  f"results are in {job_dir}; run `simllm-sync {job_dir}` once it is back",
+                  file=sys.stderr)
+        return None
 
 
-def record_failure(job_dir: Path, exc: BaseException) -> None:
-    """Leave the reason for a failed job in its directory (error.txt)."""
+def record_failure(cfg: DictConfig, job_dir: Path, exc: BaseException, overrides: list[str],
+                   track: bool = True) -> None:
+    """Leave the reason for a failed job in its directory (error.txt, with the traceback for
+    unexpected errors) and, when tracking is on, a FAILED MLflow run holding it as an artifact.
+    ``track=False`` (a single run stopped by bad input) only writes error.txt."""
     text = str(exc) if isinstance(exc, SpecError) else "".join(traceback.format_exception(exc))
     outputs.write_error(job_dir, text)
+    if not (cfg.tracking.enabled and track):
+        return
+    try:
+        resolved = OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - a config that cannot resolve is itself the error
+        resolved = OmegaConf.to_yaml(cfg)
+    (job_dir / outputs.CONFIG).write_text(resolved)
+    meta = {"config_hash": config_hash(cfg), "engine": cfg.engine.name,
+            "simllm_version": runner.__version__, "git_commit": git_commit(),
+            "overrides": list(overrides), "job_uid": uuid.uuid4().hex, "failed": True,
+            "summary": {"error": text.strip().splitlines()[-1][:500]}, **_sweep_meta()}
+    outputs.write_json(job_dir / outputs.SUMMARY, meta)
+    track_job_dir(cfg.tracking, job_dir)

@@ -52,3 +52,11 @@ def write_error(job_dir: Path, text: str) -> Path:
     path = job_dir / ERROR
     _atomic_write(path, lambda p: Path(p).write_text(text))
     return path
+
+
+def write_json(path: Path, doc: dict) -> Path:
+    """Write ``doc`` as JSON atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, lambda p: Path(p).write_text(json.dumps(doc, indent=2, sort_keys=True,
+                                                                default=str)))
+    return path

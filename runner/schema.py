@@ -133,6 +133,7 @@ class ConfigSchema:
     engine: EngineSchema = field(default_factory=EngineSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     print_table: bool = True
+    resume: bool = False
 
 
 def register() -> None:

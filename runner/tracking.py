@@ -1,14 +1,47 @@
-"""MLflow logging of one job (imported lazily: ``import mlflow`` costs seconds)."""
+"""MLflow logging of one job (imported lazily: ``import mlflow`` costs seconds).
+
+Every call that writes goes through ``_retry``: SQLite stores shared by parallel jobs answer
+"database is locked" under contention, and a tracking server can drop a request; both are retried
+with exponential backoff before the job gives up on tracking (its files stay on disk, marked for
+``simllm-sync``).
+"""
 
 import os
+import random
+import time
 from pathlib import Path
 
 PARENT_ENV = "SIMLLM_MLFLOW_PARENT_RUN_ID"
 EXPERIMENT_ENV = "SIMLLM_MLFLOW_EXPERIMENT_ID"
 SWEEP_ENV = "SIMLLM_SWEEP_ID"
+FINISHED_ENV = "SIMLLM_FINISHED_HASHES"
+#: Set by the sweep callback when the tracking store could not be reached at the start: the jobs
+#: then write their pending markers at once instead of each waiting for the server.
+DOWN_ENV = "SIMLLM_TRACKING_DOWN"
 
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000
+_RETRIES = 8
+
+
+def _transient(e: Exception) -> bool:
+    """SQLite lock contention between parallel jobs. (HTTP errors from a tracking server are
+    already retried by MLflow's own client, MLFLOW_HTTP_REQUEST_MAX_RETRIES.)"""
+    text = f"{type(e).__name__}: {e}".lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def _retry(fn, *args, **kwargs):
+    """Call fn, retrying transient failures with exponential backoff (0.05 s .. ~6 s, jittered)."""
+    delay = 0.05
+    for attempt in range(_RETRIES):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            if attempt == _RETRIES - 1 or not _transient(e):
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay *= 2
 
 
 def _client(uri: str):
@@ -29,11 +62,11 @@ def _artifact_location(uri: str) -> str | None:
 def experiment_id(uri: str, name: str) -> str:
     """Id of experiment ``name`` on ``uri``, created (with its store) if missing."""
     client = _client(uri)
-    exp = client.get_experiment_by_name(name)
+    exp = _retry(client.get_experiment_by_name, name)
     if exp is not None:
         return exp.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=_artifact_location(uri))
+        return _retry(client.create_experiment, name, artifact_location=_artifact_location(uri))
     except Exception:  # created meanwhile by another process
         exp = client.get_experiment_by_name(name)
         if exp is None:
@@ -43,13 +76,41 @@ def experiment_id(uri: str, name: str) -> str:
 
 def start_parent(uri: str, exp_id: str, name: str, tags: dict) -> str:
     """Create the parent run grouping a sweep; returns its id."""
-    client = _client(uri)
-    run = client.create_run(exp_id, run_name=name, tags=tags)
+    run = _retry(_client(uri).create_run, exp_id, run_name=name, tags=tags)
     return run.info.run_id
 
 
 def end_run(uri: str, run_id: str, status: str) -> None:
-    _client(uri).set_terminated(run_id, status=status)
+    _retry(_client(uri).set_terminated, run_id, status=status)
+
+
+def finished_hashes(uri: str, exp_name: str) -> set[str]:
+    """Config hashes of the FINISHED runs of an experiment (for resume)."""
+    client = _client(uri)
+    exp = _retry(client.get_experiment_by_name, exp_name)
+    if exp is None:
+        return set()
+    out, token = set(), None
+    while True:
+        page = _retry(client.search_runs, [exp.experiment_id],
+                      filter_string="attributes.status = 'FINISHED'", max_results=5000,
+                      page_token=token)
+        out.update(r.data.tags["simllm.config_hash"] for r in page
+                   if "simllm.config_hash" in r.data.tags)
+        token = page.token
+        if not token:
+            return out
+
+
+def run_with_uid(uri: str, exp_name: str, job_uid: str):
+    """The run already logged for a job directory (tag simllm.job_uid), or None."""
+    client = _client(uri)
+    exp = _retry(client.get_experiment_by_name, exp_name)
+    if exp is None:
+        return None
+    runs = _retry(client.search_runs, [exp.experiment_id],
+                  filter_string=f"tags.`simllm.job_uid` = '{job_uid}'", max_results=1)
+    return runs[0] if runs else None
 
 
 def _split_summary(summary: dict):
@@ -61,7 +122,7 @@ def _split_summary(summary: dict):
         elif isinstance(v, (int, float)):
             if v == v:  # NaN (e.g. latency of a config that does not fit) is not logged as a metric
                 metrics[k] = float(v)
-        else:
+        elif v is not None:
             tags[f"summary.{k}"] = str(v)[:5000]
     return metrics, tags
 
@@ -71,34 +132,33 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
     """One job -> one MLflow run: params (flattened config), metrics (summary), tags, artifacts.
 
     Parent run and experiment come from the sweep callback via environment variables when this job
-    is part of a multirun. The run ends FINISHED, or FAILED if anything here raises.
+    is part of a multirun. The run ends with ``status`` (FINISHED, or FAILED for a failed job),
+    or FAILED if anything here raises; it is never left RUNNING.
     """
-    import time
-
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
     client = _client(uri)
     exp_id = os.environ.get(EXPERIMENT_ENV) or experiment_id(uri, exp_name)
     all_tags = dict(tags)
     parent = os.environ.get(PARENT_ENV)
     if parent:
-        all_tags["mlflow.parentRunId"] = parent
+        all_tags.setdefault("mlflow.parentRunId", parent)
     if os.environ.get(SWEEP_ENV):
-        all_tags["simllm.sweep_id"] = os.environ[SWEEP_ENV]
+        all_tags.setdefault("simllm.sweep_id", os.environ[SWEEP_ENV])
     metrics, summary_tags = _split_summary(summary)
     all_tags.update(summary_tags)
-    run = client.create_run(exp_id, run_name=run_name, tags=all_tags)
+    run = _retry(client.create_run, exp_id, run_name=run_name, tags=all_tags)
     rid = run.info.run_id
     try:
         now = int(time.time() * 1000)
-        client.log_batch(
-            rid,
-            metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-            params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()],
-        )
-        client.log_artifacts(rid, str(artifact_dir))
-        client.set_terminated(rid, status=status)
+        _retry(client.log_batch, rid,
+               metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+               params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()])
+        _retry(client.log_artifacts, rid, str(artifact_dir))
+        _retry(client.set_terminated, rid, status=status)
     except BaseException:
-        client.set_terminated(rid, status="FAILED")
-        raise
+        try:
+            client.set_terminated(rid, status="FAILED")
+        finally:
+            raise
     return rid

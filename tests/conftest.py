@@ -57,10 +57,10 @@ def mlflow_uri(_migrated_store, tmp_path) -> str:
     return f"sqlite:///{db}"
 
 
-def run_cli(args, cwd, env_extra=None, timeout=300):
-    """Run the ``simllm`` console script in a subprocess; returns CompletedProcess."""
+def run_cli(args, cwd, env_extra=None, timeout=300, script="simllm"):
+    """Run a console script (default ``simllm``) in a subprocess; returns CompletedProcess."""
     env = dict(os.environ, **(env_extra or {}))
     env.pop("MLFLOW_TRACKING_URI", None)
-    exe = Path(sys.executable).parent / "simllm"
+    exe = Path(sys.executable).parent / script
     return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)

@@ -72,12 +72,16 @@ def test_failing_job_does_not_lose_the_others(tmp_path, mlflow_uri):
     assert p.returncode == 1
     assert "1 done, 1 failed" in p.stdout and "partition.tp" in p.stdout
     assert (tmp_path / "sweep/0/summary.json").exists()
-    assert (tmp_path / "sweep/1/error.txt").exists() and not (tmp_path / "sweep/1/summary.json").exists()
+    assert "partition.tp = 3" in (tmp_path / "sweep/1/error.txt").read_text()
     runs = _runs(mlflow_uri)
     assert not any(r.info.status == "RUNNING" for r in runs)
     parent = [r for r in runs if r.data.tags.get("simllm.role") == "sweep"][0]
     assert parent.info.status == "FAILED"
-    assert sum(1 for r in runs if r.info.status == "FINISHED") == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.status for r in children) == ["FAILED", "FINISHED"]
+    failed = [r for r in children if r.info.status == "FAILED"][0]
+    arts = {a.path for a in MlflowClient(tracking_uri=mlflow_uri).list_artifacts(failed.info.run_id)}
+    assert "error.txt" in arts and "partition.tp" in failed.data.tags["summary.error"]
 
 
 def test_not_fitting_model_finishes_without_latency(tmp_path, mlflow_uri):
