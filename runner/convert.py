@@ -62,6 +62,10 @@ def hardware_spec(cfg: DictConfig) -> HardwareSpec:
 def model_spec(cfg: DictConfig) -> ModelSpec:
     m = OmegaConf.to_container(cfg.model, resolve=True)
     m.pop("source", None)
+    hf = m.pop("hf_config", None)
+    if hf:  # the config.json supplies the architecture and name; dtypes, num_params stay from the config
+        from engine.ingest.hf_config import apply_hf_config
+        m = apply_hf_config(m, hf)
     if m.get("num_params") is not None:
         m["num_params"] = float(m["num_params"])
     return ModelSpec(**m)

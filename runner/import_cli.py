@@ -58,6 +58,16 @@ def _cmd_sheets(a) -> None:
         _write(CONF / "hardware" / f"{csv_path.stem}.yaml", hwcsv_text(csv_path, csv_path.stem), True)
 
 
+def _cmd_hfconfig(a) -> None:
+    from engine.ingest import hf_config
+
+    hf = hf_config.read(a.file, a.name)
+    hf.source = a.file
+    hf.model_spec()                      # validate before writing
+    out = Path(a.out) if a.out else CONF / "model" / f"{hf.fields['name']}.yaml"
+    _write(out, hf_config.yaml_text(hf, f"simllm-import hfconfig {a.file} --name {hf.fields['name']}"), a.force)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -72,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(func=_cmd_hwcsv)
     s = sub.add_parser("sheets", help="regenerate conf/hardware/NAME.yaml from every conf/hardware/sheets/NAME.csv")
     s.set_defaults(func=_cmd_sheets)
+    m = sub.add_parser("hfconfig", help="HuggingFace config.json -> conf/model/NAME.yaml")
+    m.add_argument("file")
+    m.add_argument("--name", help="config option name (default: the file stem)")
+    m.add_argument("--out", help="output path (default conf/model/NAME.yaml)")
+    m.add_argument("--force", action="store_true", help="overwrite an existing, different file")
+    m.set_defaults(func=_cmd_hfconfig)
     return p
 
 
