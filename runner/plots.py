@@ -32,7 +32,14 @@ def _colors(n: int):
 def _log_if_wide(ax, axis: str, values) -> None:
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0])
     if v.size and v.max() / v.min() > 20:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        a = ax.xaxis if axis == "x" else ax.yaxis
+        if v.max() / v.min() < 1e3:  # short range: label 1-2-5 of each decade
+            a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda val, _: f"{val:g}"))  # 10, 100 not 10^1
+        a.set_minor_formatter(NullFormatter())  # minor labels collide on a short decade
 
 
 def _save(fig, path: Path) -> Path:

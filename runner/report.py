@@ -26,8 +26,12 @@ from runner import plots, runs
 #: Param keys never shown as swept (free text that changes with the option chosen).
 _TEXT_KEYS = ("description", "source", "provenance")
 #: Swept params that are a load axis (p50/p99 vs load); first match wins.
-_LOAD_KEYS = ("arrival_rate", "request_rate", "qps", "rate", "concurrency", "max_concurrency",
+_LOAD_KEYS = ("rate_rps", "arrival_rate", "request_rate", "qps", "concurrency", "max_concurrency",
               "num_users", "batch_size")
+#: Units of load axes, by the key's last part.
+_LOAD_UNITS = {"rate_rps": "requests/s", "arrival_rate": "requests/s", "request_rate": "requests/s",
+               "qps": "requests/s", "concurrency": "users", "max_concurrency": "users",
+               "num_users": "users", "batch_size": "sequences"}
 #: (column, metric) of the sensitivity table after the swept params.
 _METRICS = (("TTFT ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT ms", "tpot_ms_p50"),
             ("TPOT p99 ms", "tpot_ms_p99"), ("tok/s", "throughput_tok_s"),
@@ -47,7 +51,15 @@ def swept_params(df: pl.DataFrame) -> list[str]:
             if df.group_by(name_col).agg(pl.col(c).n_unique()).get_column(c).max() <= 1:
                 continue
         keep.append(c[7:])
-    return keep
+    return sorted(keep, key=lambda k: (_override_pos(df, k), k))
+
+
+def _override_pos(df: pl.DataFrame, key: str) -> int:
+    """Position of ``key`` in the runs' command-line overrides (the sweep's own order), else last."""
+    col = "tags.simllm.overrides"
+    first = df[col].drop_nulls().to_list()[:1] if col in df.columns else []
+    words = [w.split("=", 1)[0].lstrip("+~") for w in (first[0].split() if first else [])]
+    return words.index(key) if key in words else len(words)
 
 
 def _short(keys: list[str]) -> dict[str, str]:
@@ -217,7 +229,9 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
                    for r in rows} for w in ("ttft", "tpot")}
         from runner.schema import UNITS
         unit = UNITS.get(xkey, "")
-        if unit:  # plot in the unit the config's YAML uses (TB/s, TFLOPS ...), not SI
+        if not unit:
+            unit = _LOAD_UNITS.get(xkey.rsplit(".", 1)[-1], "")
+        else:  # plot in the unit the config's YAML uses (TB/s, TFLOPS ...), not SI
             one = _numeric(xkey, f"1 {unit}")
             xs = {r: v / one for r, v in xs.items()}
         xlabel = f"{short[xkey]}" + (f" ({unit})" if unit else "")

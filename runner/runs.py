@@ -43,6 +43,8 @@ def _search(uri: str, filter_string: str = "", experiment_ids=None) -> pl.DataFr
     for c in pdf.columns:
         if c.startswith(("params.", "tags.")):
             pdf[c] = pdf[c].astype("string")
+        elif hasattr(pdf[c], "dt") and getattr(pdf[c].dt, "tz", None) is not None:
+            pdf[c] = pdf[c].dt.tz_convert(None)  # UTC, naive: polars takes it without a warning
     return pl.from_pandas(pdf)
 
 
