@@ -1,0 +1,183 @@
+"""The event loop: arrivals, routing to replicas, iteration ends; SimPy-style deterministic order.
+
+Events are heap entries (time, priority, seq, kind, replica, version); ``seq`` is a global
+counter, so equal (time, priority) pop in push order. Priorities at equal times: an iteration end
+(0) first, then arrivals (1), then re-planning (2), so a replica plans once it has seen every
+request that arrived at that instant (requests arriving together are batched together).
+Open-loop arrivals are read from a sorted array instead of the heap.
+
+Routers (``DesSpec.router``): round_robin; least_outstanding (fewest running + waiting);
+least_kv (lowest KV-block use, then fewest outstanding); prefix_affinity (longest cached
+prefix of the request's hash blocks, then fewest outstanding).
+"""
+
+import heapq
+
+import numpy as np
+
+from engine.des.replica import Replica
+from engine.des.state import State
+
+END, ARRIVE, PLAN = 0, 1, 2
+
+
+class Router:
+    def __init__(self, kind: str, replicas: list[Replica], st: State):
+        self.kind, self.replicas, self.st = kind, replicas, st
+        self._rr = -1
+
+    def pick(self, rid: int) -> Replica:
+        reps = self.replicas
+        if len(reps) == 1:
+            return reps[0]
+        if self.kind == "round_robin":
+            self._rr = (self._rr + 1) % len(reps)
+            return reps[self._rr]
+        if self.kind == "least_outstanding":
+            return min(reps, key=lambda r: (r.outstanding, r.idx))
+        if self.kind == "least_kv":
+            return min(reps, key=lambda r: (r.kv_load, r.outstanding, r.idx))
+        hashes = self.st.hashes[rid] if self.st.hashes is not None else None
+        if hashes is None or reps[0].prefix is None:
+            return min(reps, key=lambda r: (r.outstanding, r.idx))
+        return min(reps, key=lambda r: (-r.prefix.match(hashes, len(hashes)), r.outstanding, r.idx))
+
+
+class Loop:
+    """Runs the simulation over ``replicas`` for the requests in ``st``."""
+
+    def __init__(self, st: State, replicas: list[Replica], router: Router, *, users: int,
+                 think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
+                 block_size: int, bucket=None, progress=None):
+        self.st, self.replicas, self.router = st, replicas, router
+        self.users, self.think, self.oh = users, think_time_s, request_overhead_s
+        self.max_blocks, self.bs = max_blocks_per_request, block_size
+        self.bucket = bucket            # (rate, size) or None
+        self.progress = progress
+        self.heap: list = []
+        self._seq = 0
+        self.n_sys = 0                  # requests arrived and not finished (Little's law)
+        self.area = 0.0
+        self.t_prev = 0.0
+        self.next_closed = 0
+        self.rejected_too_long = 0
+        self.rejected_bucket = 0
+        self.completed = 0
+
+    def _push(self, t, prio, kind, rep=None, version=0):
+        self._seq += 1
+        heapq.heappush(self.heap, (t, prio, self._seq, kind, rep, version))
+
+    def run(self) -> float:
+        st = self.st
+        if self.users:
+            self.next_closed = min(self.users, st.n)
+            for rid in range(self.next_closed):
+                st.arrival[rid] = 0.0
+                self._push(self.oh, 1, ARRIVE, rid)
+            arr, n_open = None, 0
+        else:
+            arr = (st.arrival + self.oh).tolist()
+            n_open = st.n
+        self._tokens = self.bucket[1] if self.bucket else 0.0
+        self._t_bucket = 0.0
+        ptr = 0
+        heap = self.heap
+        pop = heapq.heappop
+        t = 0.0
+        while True:
+            if ptr < n_open and (not heap or (arr[ptr], 1) < heap[0][:2]):
+                t = arr[ptr]
+                self._tick(t)
+                self._arrive(ptr, t)
+                ptr += 1
+                continue
+            if not heap:
+                break
+            t, _, _, kind, rep, ver = pop(heap)
+            self._tick(t)
+            if kind == END:
+                if ver != rep.version:
+                    continue
+                done = rep.finish(t)
+                if done:
+                    self._done(done, t)
+                rep.plan_pending = True
+                self._push(t, 2, PLAN, rep)
+            elif kind == ARRIVE:
+                self._arrive(rep, t)
+            else:
+                end = rep.plan(t)
+                if end is not None:
+                    rep.version += 1
+                    self._push(end, 0, END, rep, rep.version)
+        if self.progress is not None:
+            self.progress.close()
+        return t
+
+    def _tick(self, t):
+        self.area += self.n_sys * (t - self.t_prev)
+        self.t_prev = t
+
+    def _done(self, rids, t):
+        self.n_sys -= len(rids)
+        self.completed += len(rids)
+        if self.progress is not None:
+            self.progress.update(len(rids))
+        if self.users:
+            for _ in rids:
+                self._next_user(t)
+
+    def _next_user(self, t):
+        if self.next_closed < self.st.n:
+            rid = self.next_closed
+            self.next_closed += 1
+            self.st.arrival[rid] = t + self.think
+            self._push(t + self.think + self.oh, 1, ARRIVE, rid)
+
+    def _reject(self, rid, t):
+        self.st.rejected[rid] = True
+        if self.progress is not None:
+            self.progress.update(1)
+        if self.users:
+            self._next_user(t)
+
+    def _arrive(self, rid, t):
+        st = self.st
+        if -(-(int(st.prompt[rid]) + int(st.output[rid])) // self.bs) > self.max_blocks:
+            self.rejected_too_long += 1
+            return self._reject(rid, t)
+        if self.bucket is not None:
+            rate, size = self.bucket
+            self._tokens = min(size, self._tokens + rate * (t - self._t_bucket))
+            self._t_bucket = t
+            if self._tokens < 1.0:
+                self.rejected_bucket += 1
+                return self._reject(rid, t)
+            self._tokens -= 1.0
+        self.n_sys += 1
+        rep = self.router.pick(rid)
+        st.replica[rid] = rep.idx
+        rep.enqueue(rid, t)
+        if rep.plan_pending:
+            return
+        if rep.run is None:
+            rep.plan_pending = True
+            self._push(t, 2, PLAN, rep)
+        else:
+            end = rep.truncate(t)
+            if end is not None:
+                rep.version += 1
+                self._push(end, 0, END, rep, rep.version)
+
+
+def kv_time_average(replicas) -> tuple[float, float]:
+    """(mean KV-block use over busy time, mean batch size over busy time), all replicas."""
+    busy = sum(r.busy_s for r in replicas)
+    if busy <= 0:
+        return float("nan"), float("nan")
+    kv = sum(r.kv_area / r.total for r in replicas if r.total) / max(busy, 1e-300)
+    return float(kv), float(sum(r.batch_area for r in replicas) / busy)
+
+
+__all__ = ["Loop", "Router", "kv_time_average", "np"]

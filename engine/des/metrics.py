@@ -1,0 +1,92 @@
+"""Per-request table and summary metrics of a simulation (names shared with the analytical engine).
+
+TTFT = first token - arrival; TPOT = (completion - first token) / (output - 1) per request;
+E2E = completion - arrival; queueing = first admission - arrival; ITL = every gap between two
+consecutive tokens of a request (a weighted histogram, not per-token rows). Percentiles are over
+completed requests (ITL: over tokens). Throughput counts output tokens over the makespan (first
+arrival to last completion); goodput counts requests meeting both SLOs over the makespan.
+"""
+
+import numpy as np
+import polars as pl
+
+from engine.des.state import State
+
+PCTS = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9))
+
+
+def request_table(st: State) -> pl.DataFrame:
+    """One row per request (times in s since the first arrival, latencies in ms)."""
+    first, done, arr = st.first_token, st.completion, st.arrival
+    out = st.output
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (done - first) / (out - 1), np.nan) * 1e3
+    return pl.DataFrame({
+        "request_id": np.arange(st.n, dtype=np.int64),
+        "arrival_s": arr,
+        "prompt_len": st.prompt,
+        "output_len": out,
+        "priority": st.priority.astype(np.int32),
+        "replica": st.replica,
+        "scheduled_s": st.scheduled,
+        "first_token_s": first,
+        "completion_s": done,
+        "ttft_ms": (first - arr) * 1e3,
+        "tpot_ms": tpot,
+        "e2e_ms": (done - arr) * 1e3,
+        "queueing_ms": (st.scheduled - arr) * 1e3,
+        "preemptions": st.preemptions,
+        "cached_tokens": st.cached_tokens,
+        "rejected": st.rejected,
+    }, nan_to_null=False)
+
+
+def _pcts(name: str, v: np.ndarray, out: dict) -> None:
+    v = v[np.isfinite(v)]
+    for label, q in PCTS:
+        out[f"{name}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
+    out[f"{name}_mean"] = float(v.mean()) if v.size else float("nan")
+
+
+def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: float,
+              slo_tpot_ms: float) -> dict:
+    """The flat summary: latency percentiles, throughput, goodput (see module docstring)."""
+    s: dict = {}
+    done = np.isfinite(st.completion)
+    ttft = table["ttft_ms"].to_numpy()
+    tpot = table["tpot_ms"].to_numpy()
+    e2e = table["e2e_ms"].to_numpy()
+    _pcts("ttft_ms", np.where(done, ttft, np.nan), s)
+    _pcts("tpot_ms", np.where(done, tpot, np.nan), s)
+    _pcts("e2e_ms", np.where(done, e2e, np.nan), s)
+    _pcts("queueing_ms", np.where(done, table["queueing_ms"].to_numpy(), np.nan), s)
+    for (label, _), v in zip(PCTS, st.itl_percentiles_ms([q for _, q in PCTS])):
+        s[f"itl_ms_{label}"] = v
+    n_done = int(done.sum())
+    t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
+    t1 = float(np.nanmax(st.completion)) if n_done else t0
+    span = t1 - t0
+    out_tokens = int(st.output[done].sum())
+    thr = out_tokens / span if span > 0 else float("nan")
+    ok = done & (ttft <= slo_ttft_ms) & ((st.output <= 1) | (tpot <= slo_tpot_ms))
+    s.update(
+        throughput_tok_s=thr,
+        throughput_tok_s_per_gpu=thr / devices,
+        input_throughput_tok_s=float(st.prompt[done].sum()) / span if span > 0 else float("nan"),
+        request_throughput_rps=n_done / span if span > 0 else float("nan"),
+        goodput_rps=float(ok.sum()) / span if span > 0 else float("nan"),
+        slo_attainment=float(ok.sum()) / st.n if st.n else float("nan"),
+        interactivity_tok_s_per_user=1e3 / s["tpot_ms_p50"] if s["tpot_ms_p50"] > 0 else float("nan"),
+        num_requests=st.n,
+        num_completed=n_done,
+        num_rejected=int(st.rejected.sum()),
+        preemptions_total=int(st.preemptions.sum()),
+        preempted_requests=int((st.preemptions > 0).sum()),
+        makespan_s=span,
+        output_tokens=out_tokens,
+        tokens_emitted=int(st.tokens_out),
+        prefill_tokens=int(st.prefill_tokens),
+        recompute_tokens=int(st.recompute_tokens),
+        prefix_hit_rate=st.hit_tokens / st.lookup_tokens if st.lookup_tokens else 0.0,
+    )
+    return s

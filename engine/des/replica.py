@@ -1,0 +1,425 @@
+"""One serving replica: waiting queue, iteration-level scheduler, paged KV blocks, preemption.
+
+Running sequences live in slot arrays (structure of arrays, compacted to the first ``n`` slots):
+    ctx     tokens whose KV is computed (the prompt prefix in the prefix cache included)
+    left    output tokens still to emit
+    pf      prompt (+ recompute) tokens still to prefill; 0 = decoding
+    blocks  KV blocks the sequence owns (beyond its pinned prefix-cache entries)
+A decoding sequence with ``ctx`` cached tokens attends c = ctx + 1 positions in its next step
+(the token it just emitted included), reads c cached positions and writes one.
+
+Schedulers (``DesSpec.scheduler``):
+    vllm     an iteration is either a batch of whole prompts (admitted FCFS-by-policy while the
+             token budget, max_num_seqs and KV blocks with the watermark allow) or one decode
+             token for every running sequence; prompts first (vLLM v0 default).
+    sarathi  every running decode first, then prompt chunks (continuing ones first, then new
+             admissions) until the token budget is spent (Sarathi-Serve stall-free batching).
+    orca     decodes plus whole new prompts in one iteration; KV for prompt + output is
+             reserved on admission, so a sequence never has to be preempted.
+Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
+its blocks are freed and it re-enters the front of the queue; on re-admission its prompt and the
+tokens emitted so far are prefilled again). Head-of-line blocking: the queue head that does not
+fit blocks the ones behind it, as in vLLM.
+
+Pure decode iterations are advanced many at a time: with B sequences and no admission possible,
+step j (0-based) has aggregates tokens = logits = B, attn_pairs = kv_read = sum(ctx + 1) + B j,
+so its time is ``StepModel.time`` of an arange; the run stops at the first completion, at the
+last step the free KV blocks allow, or early when a request arrives (``truncate``).
+"""
+
+import heapq
+
+import numpy as np
+
+from engine.des.config import DesSpec
+from engine.des.kv_cache import PrefixCache
+from engine.des.state import State
+
+_INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
+
+
+class Replica:
+    def __init__(self, idx: int, st: State, spec: DesSpec, total_blocks: int, step_time,
+                 step_times, prefix: PrefixCache | None, block_tokens: int):
+        self.idx = idx
+        self.st = st
+        self.spec = spec
+        self.kind = spec.scheduler
+        self.bs = spec.block_size
+        self.budget = spec.token_budget
+        self.max_seqs = spec.max_num_seqs
+        self.max_run = spec.max_decode_run
+        self.total = total_blocks
+        self.free = total_blocks
+        self.wm = int(spec.watermark * total_blocks)
+        self.step_time = step_time        # (T, logits, P, R) -> s, scalar
+        self.step_times = step_times      # (B, P array) -> s array, decode steps
+        self.prefix = prefix
+        self.bt = block_tokens
+        S = spec.max_num_seqs
+        for name in _INTS:
+            setattr(self, name, np.zeros(S, np.int64))
+        self.last = np.full(S, np.nan)
+        self.n = 0
+        self.waiting: list = []
+        self._seq = 0
+        self._policy = spec.queue_policy
+        # current run: None (idle) or a tuple, see plan()
+        self.run = None
+        self.version = 0
+        self.plan_pending = False
+        # time-weighted statistics
+        self.busy_s = 0.0
+        self.kv_area = 0.0
+        self.batch_area = 0.0
+        self.iterations = 0
+        self.preemptions = 0
+        self.timeline = [] if spec.record_iterations else None
+
+    # ------------------------------------------------------------------ queue
+    @property
+    def outstanding(self) -> int:
+        return self.n + len(self.waiting)
+
+    @property
+    def kv_load(self) -> float:
+        return (self.total - self.free) / self.total if self.total else 1.0
+
+    def enqueue(self, rid: int, t: float) -> None:
+        st = self.st
+        self._seq += 1
+        if self._policy == "fcfs":
+            key = st.arrival[rid]
+        elif self._policy == "priority":
+            key = (int(st.priority[rid]), st.arrival[rid])
+        else:
+            key = int(st.prompt[rid])
+        heapq.heappush(self.waiting, (1, key, self._seq, rid))
+
+    # ------------------------------------------------------------- planning
+    def plan(self, t: float):
+        """Choose the next iteration (or run of decode iterations) at time ``t``; return its end
+        time, or None when there is nothing to do."""
+        self.plan_pending = False
+        if self.kind == "vllm":
+            if self.waiting and self.n < self.max_seqs:
+                chunks = self._admit(t, self.budget, whole=True, busy=False)
+                if chunks:
+                    return self._single(t, chunks, None)
+            if not self.n:
+                self.run = None
+                return None
+            return self._decode_run(t)
+        # sarathi / orca: decodes first, then prompt work in the remaining budget
+        if not self.n and not self.waiting:
+            self.run = None
+            return None
+        n = self.n
+        pf = self.pf[:n]
+        dec = pf == 0
+        if dec.any():
+            self._make_room(dec, 1)
+            n = self.n
+            pf = self.pf[:n]
+            dec = pf == 0
+        nd = int(dec.sum())
+        didx = None
+        if nd:
+            didx = np.flatnonzero(dec)
+            self._take(self._need(didx, 1))
+            own = self.ctx[didx] + 1 - self.cached[didx]
+            self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
+        left = self.budget - nd
+        chunks = []
+        if nd < n and left > 0:
+            order = np.flatnonzero(~dec)
+            order = order[np.argsort(self.adm[order], kind="stable")]
+            for s in order:
+                if left <= 0:
+                    break
+                c = int(min(self.pf[s], left)) if self.kind == "sarathi" else int(self.pf[s])
+                chunks.append((int(s), c))
+                left -= c
+        if self.waiting and left > 0 and self.n < self.max_seqs:
+            chunks += self._admit(t, left, whole=self.kind == "orca", busy=bool(nd or chunks))
+        if not chunks:
+            if not self.n:
+                self.run = None
+                return None
+            if nd == self.n:
+                self._unreserve(didx)
+                return self._decode_run(t)
+        return self._single(t, chunks, didx)
+
+    def _admit(self, t, budget, whole, busy):
+        """Admit queue heads while slots, token budget and KV blocks (above the watermark) allow.
+        Returns [(slot, prefill chunk)]."""
+        st, pc, bs = self.st, self.prefix, self.bs
+        out, used = [], 0
+        while self.waiting and self.n < self.max_seqs:
+            rid = self.waiting[0][3]
+            prompt = int(st.prompt[rid])
+            emitted = int(st.emitted[rid])
+            seq = prompt + emitted
+            nhit = 0
+            hashes = st.hashes[rid] if (pc is not None and st.hashes is not None) else None
+            if hashes is not None and len(hashes):
+                nhit = pc.match(hashes, (min(seq - 1, prompt)) // self.bt)
+            cached = nhit * self.bt
+            pf = seq - cached
+            reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
+            need = -(-reserve // bs)
+            avail = self.free + (pc.evictable_pages if pc is not None else 0)
+            if avail - need < self.wm:
+                break
+            rem = budget - used
+            if whole:
+                if pf > rem and (out or busy):
+                    break
+                chunk = pf
+            else:
+                if rem <= 0:
+                    break
+                chunk = min(pf, rem)
+            heapq.heappop(self.waiting)
+            if nhit:
+                pc.acquire(hashes[:nhit])
+            if need > self.free:
+                self.free += pc.evict(need - self.free)
+            self.free -= need
+            s = self.n
+            self.n += 1
+            self._seq += 1
+            self.rid[s], self.ctx[s], self.left[s], self.pf[s] = rid, cached, int(st.output[rid]) - emitted, pf
+            self.blocks[s], self.adm[s], self.cached[s], self.nhit[s] = need, self._seq, cached, nhit
+            self.last[s] = st.last_token[rid]
+            if st.scheduled[rid] != st.scheduled[rid]:  # NaN: first admission
+                st.scheduled[rid] = t
+                st.cached_tokens[rid] = cached
+                st.replica[rid] = self.idx
+                st.lookup_tokens += prompt
+                st.hit_tokens += cached
+            else:
+                st.recompute_tokens += pf
+            out.append((s, chunk))
+            used += chunk
+        return out
+
+    def _need(self, idx, k):
+        """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
+        own = self.ctx[idx] + k - self.cached[idx]
+        return int(np.maximum(0, -(-own // self.bs) - self.blocks[idx]).sum())
+
+    def _avail(self):
+        return self.free + (self.prefix.evictable_pages if self.prefix is not None else 0)
+
+    def _make_room(self, dec_mask, k):
+        """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
+        while self.n:
+            idx = np.flatnonzero(self.pf[:self.n] == 0)
+            if self._need(idx, k) <= self._avail():
+                return
+            self._preempt(int(np.argmax(self.adm[:self.n])))
+
+    def _take(self, need):
+        if need > self.free:
+            self.free += self.prefix.evict(need - self.free)
+        self.free -= need
+
+    def _unreserve(self, idx):
+        """Give back blocks reserved beyond what the sequences ``idx`` hold now."""
+        newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
+        if self.kind != "orca":
+            self.free += int((self.blocks[idx] - newb).sum())
+            self.blocks[idx] = newb
+
+    def _single(self, t, chunks, didx):
+        """One iteration: the decoding sequences ``didx`` (KV already reserved) plus the prompt
+        ``chunks``."""
+        if didx is not None:
+            nd = len(didx)
+            pd = int(self.ctx[didx].sum()) + nd
+        else:
+            nd, pd = 0, 0
+        T, logits, P, R = nd, nd, pd, pd
+        for s, c in chunks:
+            k = int(self.ctx[s])
+            T += c
+            P += c * k + c * (c + 1) // 2
+            R += k
+            if c == self.pf[s]:
+                logits += 1
+        dt = self.step_time(T, logits, P, R)
+        self.st.prefill_tokens += T - nd
+        self.run = ("single", t, dt, chunks, didx, self.total - self.free, nd)
+        return t + dt
+
+    def _decode_run(self, t):
+        """Plan k decode steps for all running sequences (all are decoding)."""
+        n = self.n
+        bs = self.bs
+        own = self.ctx[:n] - self.cached[:n]
+        blk = self.blocks[:n]
+        kmax = min(int(self.left[:n].min()), self.max_run)
+        avail = self._avail()
+        need = int(np.maximum(-(-(own + kmax) // bs) - blk, 0).sum())
+        k = kmax
+        if need > avail:
+            self._make_room(None, 1)
+            n = self.n
+            if not n:
+                return self.plan(t)
+            own = self.ctx[:n] - self.cached[:n]
+            blk = self.blocks[:n]
+            kmax = min(int(self.left[:n].min()), self.max_run)
+            avail = self._avail()
+            lo, hi = 1, kmax + 1     # need(lo) fits, need(hi) does not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if int(np.maximum(-(-(own + mid) // bs) - blk, 0).sum()) <= avail:
+                    lo = mid
+                else:
+                    hi = mid
+            k = lo
+            need = int(np.maximum(-(-(own + k) // bs) - blk, 0).sum())
+        if need:
+            self._take(need)
+            np.maximum(blk, -(-(own + k) // bs), out=blk)
+        p0 = float(self.ctx[:n].sum() + n)
+        cum = np.cumsum(self.step_times(n, p0, k))
+        self.run = ("decode", t, cum, k, self.total - self.free, True)
+        return t + float(cum[-1])
+
+    def truncate(self, t):
+        """A request arrived at ``t`` during a decode run: end the run after the step in
+        progress. Returns the new end time, or None if the run already ends then."""
+        run = self.run
+        if run is None or run[0] != "decode" or self.plan_pending:
+            return None
+        _, t0, cum, k, used, _ = run
+        j = int(np.searchsorted(cum, t - t0, side="left")) + 1
+        if j >= k:
+            return None
+        self.run = ("decode", t0, cum[:j], j, used, None)
+        return t0 + float(cum[j - 1])
+
+    # --------------------------------------------------------------- finish
+    def finish(self, t):
+        """Apply the planned run that ends at ``t``; returns the completed request ids."""
+        run, st = self.run, self.st
+        self.run = None
+        n = self.n
+        if run[0] == "decode":
+            _, t0, cum, k, used, whole = run
+            dur = float(cum[-1])
+            sl = slice(0, n)
+            self.ctx[sl] += k
+            self.left[sl] -= k
+            st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
+            if k > 1:
+                st.add_itl(cum[1:] - cum[:-1], float(n))
+            self.last[sl] = t
+            if whole is None and self.kind != "orca":
+                # truncated: give back the blocks reserved for steps not taken (orca keeps
+                # its prompt + output reservation)
+                newb = -(-(self.ctx[sl] - self.cached[sl]) // self.bs)
+                self.free += int((self.blocks[sl] - newb).sum())
+                self.blocks[sl] = newb
+            st.tokens_out += n * k
+            self.iterations += k
+            batch = n
+            prefill = 0
+        else:
+            _, t0, dur, chunks, didx, used, nd = run
+            if didx is not None:
+                self.ctx[didx] += 1
+                self.left[didx] -= 1
+                st.add_itl(t - self.last[didx], 1.0)
+                self.last[didx] = t
+                st.tokens_out += nd
+            prefill = 0
+            for s, c in chunks:
+                self.ctx[s] += c
+                self.pf[s] -= c
+                prefill += c
+                if self.pf[s] == 0:
+                    self._emit_first(s, t)
+            self.iterations += 1
+            batch = nd + len(chunks)
+        self.busy_s += dur
+        self.kv_area += used * dur
+        self.batch_area += batch * dur
+        if self.timeline is not None:
+            self.timeline.append((self.idx, t0, t, 1 if run[0] == "single" else run[3], batch, prefill,
+                                  self.total - self.free, self.n, len(self.waiting)))
+        return self._complete(t)
+
+    def _emit_first(self, s, t):
+        """A sequence finished its (re)prefill: it emits a token and its prompt's full prefix
+        blocks join the prefix cache (pinned while it runs)."""
+        st = self.st
+        rid = int(self.rid[s])
+        self.left[s] -= 1
+        st.tokens_out += 1
+        if st.first_token[rid] != st.first_token[rid]:
+            st.first_token[rid] = t
+        elif self.last[s] == self.last[s]:
+            st.add_itl(np.array([t - self.last[s]]), 1.0)
+        self.last[s] = t
+        pc = self.prefix
+        if pc is not None and st.hashes is not None:
+            h = st.hashes[rid]
+            nfull = min(int(st.prompt[rid]) // self.bt, len(h))
+            nhit = int(self.nhit[s])
+            if nfull > nhit:
+                new = pc.insert_pinned(h[nhit:nfull])
+                cached = nfull * self.bt
+                newb = -(-(int(self.ctx[s]) - cached) // self.bs)
+                if self.kind == "orca":
+                    newb = -(-(int(st.prompt[rid]) + int(st.output[rid]) - cached) // self.bs)
+                self.free += int(self.blocks[s]) - newb - new * pc.pages_per_entry
+                self.blocks[s], self.cached[s], self.nhit[s] = newb, cached, nfull
+
+    def _release(self, s):
+        """Free slot ``s``'s KV blocks and unpin its prefix entries."""
+        self.free += int(self.blocks[s])
+        if self.nhit[s]:
+            self.prefix.release(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+
+    def _complete(self, t):
+        n = self.n
+        if not n or self.left[:n].min() > 0:
+            return ()
+        done = self.left[:n] <= 0
+        idx = np.flatnonzero(done)
+        rids = self.rid[idx].tolist()
+        self.st.completion[self.rid[idx]] = t
+        for s in idx:
+            self._release(int(s))
+        keep = np.flatnonzero(~done)
+        m = len(keep)
+        for name in _INTS:
+            a = getattr(self, name)
+            a[:m] = a[keep]
+        self.last[:m] = self.last[keep]
+        self.n = m
+        return rids
+
+    def _preempt(self, s):
+        """Preempt slot ``s`` by recompute: free its KV, requeue it at the front."""
+        st = self.st
+        rid = int(self.rid[s])
+        st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
+        st.last_token[rid] = self.last[s]
+        st.preemptions[rid] += 1
+        self.preemptions += 1
+        self._release(s)
+        last = self.n - 1
+        if s != last:
+            for name in _INTS:
+                a = getattr(self, name)
+                a[s] = a[last]
+            self.last[s] = self.last[last]
+        self.n = last
+        self._seq += 1
+        heapq.heappush(self.waiting, (0, -self._seq, self._seq, rid))

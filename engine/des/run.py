@@ -1,0 +1,151 @@
+"""Entry points of the discrete-event engine: ``simulate`` (everything) and ``run`` (RunResult).
+
+Step times come from ``engine.analytical.step.StepModel`` for the exact batch composition of
+every iteration; an optional ``noise`` callable (array of step times [s] -> array, owning its
+own seeded generator) perturbs them, e.g. log-normal jitter and rare jumps from calibration.
+"""
+
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from engine.analytical.step import StepModel
+from engine.des.cluster import Loop, Router, kv_time_average
+from engine.des.config import DesSpec
+from engine.des.kv_cache import PrefixCache, kv_capacity
+from engine.des.metrics import request_table, summarize
+from engine.des.replica import Replica
+from engine.des.state import State
+from engine.des.workload import RequestStream, build_stream
+from engine.result import Assumption, RunResult
+from engine.spec import Specs
+
+Noise = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass
+class SimResult:
+    """Everything a simulation produced: the RunResult plus the raw state and the timeline."""
+
+    result: RunResult
+    state: State
+    timeline: pl.DataFrame | None
+    mean_in_system: float        # time average of requests arrived and not finished (loop counter)
+    sim_time_s: float
+
+
+def step_functions(sm: StepModel, noise: Noise | None):
+    """(one-iteration time, decode-run times) from the step model, with the noise hook."""
+    time = sm.time
+
+    def one(T, n, P, R):
+        x = float(time(float(T), float(n), float(P), float(R)))
+        if noise is not None:
+            x = float(noise(np.array([x]))[0])
+        return x
+
+    def run(B, p0, k):
+        P = p0 + float(B) * np.arange(k, dtype=np.float64)
+        x = sm.time(float(B), float(B), P, P)
+        return noise(x) if noise is not None else x
+
+    return one, run
+
+
+def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: RequestStream) -> list:
+    c = specs.calibration
+    out = [
+        Assumption("step time", "engine.analytical.step.StepModel per iteration",
+                   "roofline of the exact batch (prefill chunks + decode contexts), calibration "
+                   f"'{c.name}' efficiencies and overheads"),
+        Assumption("scheduler", f"{des.scheduler}, queue {des.queue_policy}",
+                   f"max_num_seqs={des.max_num_seqs}, token budget={des.token_budget}"),
+        Assumption("KV cache", f"{blocks} blocks of {des.block_size} tokens per replica",
+                   "given" if des.num_kv_blocks else
+                   f"(HBM - weights - activations at the largest iteration - reserve) x "
+                   f"{c.kv_usable_fraction}"),
+        Assumption("preemption", "recompute, newest first",
+                   "blocks freed; prompt + emitted tokens prefilled again on re-admission"),
+        Assumption("replicas", f"{replicas} behind {des.router}", "data-parallel, independent KV"),
+        Assumption("request stream", stream.source,
+                   "closed loop" if stream.users else "open loop"),
+        Assumption("noise", "off", "deterministic step times (calibration noise hook unused)"),
+    ]
+    if c.per_request_overhead_s:
+        out.append(Assumption("per-request overhead", f"{c.per_request_overhead_s * 1e3:g} ms",
+                              "delays the request's entry into the queue (in TTFT and E2E)"))
+    if des.prefix_caching:
+        out.append(Assumption("prefix caching", f"{stream.block_tokens}-token hash blocks, LRU",
+                              "prompt blocks join the cache when prefilled; hit tokens skip prefill"))
+    return out
+
+
+def _progress(des: DesSpec, n: int):
+    show = des.progress == "on" or (des.progress == "auto" and n >= 20000 and sys.stderr.isatty())
+    if not show:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=n, unit="req", desc="simllm des", mininterval=0.5)
+
+
+def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
+             noise: Noise | None = None) -> SimResult:
+    """Simulate the request stream of ``specs.workload`` (or ``stream``) on the deployment."""
+    stream = stream if stream is not None else build_stream(specs.workload)
+    cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
+    blocks = des.num_kv_blocks or cap.blocks
+    n_rep = des.replicas or specs.partition.dp
+    devices = specs.partition.devices_per_replica * n_rep
+    sm = StepModel.from_specs(specs)
+    one, many = step_functions(sm, noise)
+    st = State(stream)
+    reps = []
+    for i in range(n_rep):
+        pc = None
+        if des.prefix_caching and stream.hashes is not None:
+            pc = PrefixCache(max(1, stream.block_tokens // des.block_size))
+        reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
+    bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
+    loop = Loop(st, reps, Router(des.router, reps, st), users=stream.users,
+                think_time_s=stream.think_time_s,
+                request_overhead_s=specs.calibration.per_request_overhead_s,
+                max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
+                bucket=bucket, progress=_progress(des, len(stream)))
+    t_end = loop.run() if blocks > 0 else 0.0
+    table = request_table(st)
+    s = summarize(st, table, devices=devices, slo_ttft_ms=des.slo_ttft_ms, slo_tpot_ms=des.slo_tpot_ms)
+    kv_mean, batch_mean = kv_time_average(reps)
+    t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
+    span = max(t_end - t0, 0.0)
+    mean_in_sys = loop.area / span if span > 0 else float("nan")
+    s.update(
+        kv_utilisation_mean=kv_mean, batch_size_mean=batch_mean,
+        kv_blocks=blocks, kv_capacity_gb=cap.kv_capacity_gb, weights_gb=cap.weights_gb,
+        activation_gb=cap.activation_gb, fits_in_memory=bool(blocks > 0),
+        replicas=n_rep, devices=devices, iterations=int(sum(r.iterations for r in reps)),
+        prefix_evictions=int(sum(r.prefix.evictions for r in reps if r.prefix is not None)),
+        rejected_too_long=loop.rejected_too_long, rejected_admission=loop.rejected_bucket,
+        mean_in_system=mean_in_sys, utilisation=float(sum(r.busy_s for r in reps) / (span * n_rep))
+        if span > 0 else float("nan"),
+    )
+    if blocks <= 0:
+        s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
+                              f"{cap.activation_gb:.1f} GB activations per device")
+    timeline = None
+    if des.record_iterations:
+        cols = ("replica", "start_s", "end_s", "iterations", "batch", "prefill_tokens",
+                "kv_blocks_used", "running", "waiting")
+        rows = [r for rep in reps for r in rep.timeline]
+        timeline = pl.DataFrame(rows, schema=list(cols), orient="row")
+    result = RunResult(summary=s, table=table,
+                       assumptions=assumptions(specs, des, blocks, n_rep, stream))
+    return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
+                     sim_time_s=t_end)
+
+
+def run(specs: Specs, des: DesSpec | None = None, *, noise: Noise | None = None) -> RunResult:
+    """``engine.des.run(specs, des) -> RunResult``: per-request table, percentile summary."""
+    return simulate(specs, des if des is not None else DesSpec(), noise=noise).result

@@ -1,0 +1,75 @@
+"""Per-request state and run-wide counters, as numpy arrays indexed by request id (no objects)."""
+
+import numpy as np
+
+from engine.des.workload import RequestStream
+
+#: Log-spaced histogram of inter-token latencies: 200 bins per decade from 1 us to 1000 s.
+ITL_BINS_PER_DECADE = 200
+_ITL_LO = -6.0
+_ITL_NBINS = int(9 * ITL_BINS_PER_DECADE) + 1
+
+
+class State:
+    """Timestamps (s, NaN until set) and counters of every request, plus run-wide statistics."""
+
+    def __init__(self, stream: RequestStream):
+        n = len(stream)
+        self.n = n
+        self.prompt = stream.prompt
+        self.output = stream.output
+        self.priority = stream.priority
+        self.hashes = stream.hashes
+        self.arrival = stream.arrival_s.copy()
+        nan = lambda: np.full(n, np.nan)  # noqa: E731
+        self.scheduled = nan()       # first admission into a running batch
+        self.first_token = nan()
+        self.completion = nan()
+        self.last_token = nan()      # time of the last token before a preemption (for ITL)
+        self.preemptions = np.zeros(n, np.int32)
+        self.replica = np.full(n, -1, np.int32)
+        self.emitted = np.zeros(n, np.int64)      # tokens emitted before the latest preemption
+        self.cached_tokens = np.zeros(n, np.int64)  # prefix-cache hit at first admission
+        self.rejected = np.zeros(n, bool)
+        # run-wide counters
+        self.tokens_out = 0
+        self.prefill_tokens = 0
+        self.recompute_tokens = 0
+        self.hit_tokens = 0
+        self.lookup_tokens = 0
+        self.itl_hist = np.zeros(_ITL_NBINS, np.float64)
+        self._itl_vals: list = []
+        self._itl_wts: list = []
+        self._itl_len = 0
+
+    def add_itl(self, values: np.ndarray, weight) -> None:
+        """Record inter-token gaps ``values`` [s], each standing for ``weight`` tokens."""
+        self._itl_vals.append(values)
+        self._itl_wts.append(weight)
+        self._itl_len += 1
+        if self._itl_len >= 16384:
+            self.flush_itl()
+
+    def flush_itl(self) -> None:
+        if not self._itl_vals:
+            return
+        vals = np.concatenate(self._itl_vals)
+        wts = np.repeat(np.asarray(self._itl_wts, dtype=np.float64), [len(v) for v in self._itl_vals])
+        ok = vals > 0
+        idx = np.clip(((np.log10(vals[ok]) - _ITL_LO) * ITL_BINS_PER_DECADE).astype(np.int64),
+                      0, _ITL_NBINS - 1)
+        self.itl_hist += np.bincount(idx, weights=wts[ok], minlength=_ITL_NBINS)
+        self._itl_vals, self._itl_wts, self._itl_len = [], [], 0
+
+    def itl_percentiles_ms(self, qs) -> list:
+        """Weighted percentiles of the ITL histogram [ms] (bin centres; bins are 1.2 % wide)."""
+        self.flush_itl()
+        total = self.itl_hist.sum()
+        if total <= 0:
+            return [float("nan")] * len(qs)
+        cdf = np.cumsum(self.itl_hist) / total
+        out = []
+        for q in qs:
+            i = int(np.searchsorted(cdf, q / 100.0, side="left"))
+            out.append(10 ** (_ITL_LO + (i + 0.5) / ITL_BINS_PER_DECADE) * 1e3)
+        return out

@@ -1,0 +1,126 @@
+"""Request stream: arrival times, prompt/output lengths, priority classes and prefix hashes.
+
+Everything is drawn from ``WorkloadSpec.seed`` with independent sub-streams (lengths, arrivals,
+priorities), so changing the arrival process does not change the lengths. Arrays, not objects:
+one numpy array per attribute, indexed by request id.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.des.trace import Trace, load_trace
+from engine.spec.workload import LengthDist, WorkloadSpec
+
+
+@dataclass
+class RequestStream:
+    """The requests of one simulation.
+
+    arrival_s: float64 seconds; NaN for closed-loop requests whose time is set when the user's
+    previous request completes. users > 0 marks a closed loop of that many users.
+    hashes: per request, the prefix block hashes (``block_tokens`` prompt tokens each) or None.
+    """
+
+    arrival_s: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    priority: np.ndarray
+    hashes: list | None = None
+    block_tokens: int = 512
+    users: int = 0
+    think_time_s: float = 0.0
+    source: str = "synthetic"
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+
+def sample_lengths(dist: LengthDist, mean: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` integer lengths from ``dist`` located at ``mean`` (see LengthDist), clipped to [low, high]."""
+    hi = dist.high if dist.high else np.iinfo(np.int64).max
+    if dist.kind == "fixed":
+        x = np.full(n, mean, dtype=np.float64)
+    elif dist.kind == "uniform":
+        top = dist.high if dist.high else max(2 * mean - dist.low, dist.low)
+        x = rng.integers(dist.low, top, size=n, endpoint=True).astype(np.float64)
+    elif dist.kind == "lognormal":
+        mu = np.log(mean) - dist.sigma ** 2 / 2.0
+        x = np.rint(rng.lognormal(mu, dist.sigma, size=n))
+    elif dist.kind == "zipf":
+        ranks = np.arange(1, dist.high - dist.low + 2, dtype=np.float64)
+        p = ranks ** -dist.zipf_a
+        x = dist.low - 1 + rng.choice(ranks, size=n, p=p / p.sum())
+    else:  # empirical
+        x = rng.choice(np.asarray(dist.values, dtype=np.float64), size=n)
+    return np.clip(x, dist.low, hi).astype(np.int64)
+
+
+def synthetic_arrivals(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Open-loop arrival times [s], the first at 0: exponential gaps (Poisson) or gamma gaps
+    with shape 1/cv^2 and mean 1/rate (cv > 1 is burstier than Poisson)."""
+    if spec.arrival == "batch":
+        return np.zeros(n)
+    if spec.arrival == "poisson":
+        gaps = rng.exponential(1.0 / spec.rate_rps, size=n)
+    else:
+        shape = 1.0 / spec.arrival_cv ** 2
+        gaps = rng.gamma(shape, 1.0 / (spec.rate_rps * shape), size=n)
+    gaps[0] = 0.0
+    return np.cumsum(gaps)
+
+
+def _tile(trace: Trace, n: int):
+    """The trace's rows repeated to ``n`` requests; each repeat starts one mean gap after the
+    previous one ends, and its prefix hashes are shifted so repeats do not share cache blocks."""
+    rows = len(trace)
+    idx = np.arange(n) % rows
+    cycle = np.arange(n) // rows
+    prompt, output = trace.prompt[idx], trace.output[idx]
+    arrival = None
+    if trace.arrival_s is not None:
+        span = float(trace.arrival_s[-1])
+        gap = span / (rows - 1) if rows > 1 and span > 0 else 1.0
+        arrival = trace.arrival_s[idx] + cycle * (span + gap)
+    hashes = None
+    if trace.hashes is not None:
+        top = 1 + max((int(h.max()) for h in trace.hashes if len(h)), default=0)
+        hashes = [trace.hashes[i] + c * top if c else trace.hashes[i] for i, c in zip(idx, cycle)]
+    return arrival, prompt, output, hashes
+
+
+def build_stream(spec: WorkloadSpec) -> RequestStream:
+    """The request stream a WorkloadSpec describes (trace rows or synthetic draws), seeded."""
+    ss = np.random.SeedSequence(spec.seed)
+    r_len, r_arr, r_pri = (np.random.default_rng(s) for s in ss.spawn(3))
+    trace = load_trace(spec.trace) if spec.trace.path else None
+    if spec.num_requests:
+        n = spec.num_requests
+    elif trace is not None:
+        n = len(trace)
+    elif spec.arrival == "closed_loop":
+        n = spec.concurrency * max(spec.batch_size, 1)
+    else:
+        n = spec.batch_size
+    hashes, t_arr = None, None
+    if trace is not None:
+        t_arr, prompt, output, hashes = _tile(trace, n)
+    else:
+        prompt = sample_lengths(spec.prompt_dist, spec.prompt_len, n, r_len)
+        output = sample_lengths(spec.output_dist, spec.output_len, n, r_len)
+    users = 0
+    if spec.arrival == "trace":
+        arrival = t_arr
+        if spec.rate_rps > 0 and n > 1 and arrival[-1] > 0:
+            arrival = arrival * ((n - 1) / arrival[-1]) / spec.rate_rps
+    elif spec.arrival == "closed_loop":
+        users = spec.concurrency
+        arrival = np.full(n, np.nan)
+        arrival[:min(users, n)] = 0.0
+    else:
+        arrival = synthetic_arrivals(spec, n, r_arr)
+    priority = (r_pri.random(n) >= spec.priority_fraction).astype(np.int8)
+    return RequestStream(arrival_s=np.asarray(arrival, dtype=np.float64), prompt=prompt, output=output,
+                         priority=priority, hashes=hashes, block_tokens=spec.trace.block_tokens,
+                         users=users, think_time_s=spec.think_time_s,
+                         source=trace.path if trace is not None else "synthetic")
