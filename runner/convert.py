@@ -1,6 +1,7 @@
 """Composed config -> engine specs, once, at the boundary. Quantities become SI floats here."""
 
 from dataclasses import fields
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -76,7 +77,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
     _no_extra_keys(cfg)
     part = OmegaConf.to_container(cfg.partition, resolve=True)
     part.pop("name", None)
-    wl = OmegaConf.to_container(cfg.workload, resolve=True)
+    wl = _resolve_trace(OmegaConf.to_container(cfg.workload, resolve=True))
     c = cfg.calibration
     return Specs(
         hardware=hardware_spec(cfg),
@@ -97,4 +98,28 @@ def specs_from_config(cfg: DictConfig) -> Specs:
     )
 
 
-__all__ = ["specs_from_config", "SpecError"]
+#: Where a relative ``workload.trace.path`` is looked for, after the working directory: the
+#: project root, the traces shipped in conf/workload/traces, and ../shared/data/traces.
+_ROOT = Path(__file__).resolve().parent.parent
+TRACE_DIRS = (_ROOT, _ROOT / "conf" / "workload" / "traces", _ROOT.parent / "shared" / "data" / "traces")
+
+
+def _resolve_trace(wl: dict) -> dict:
+    """Make ``workload.trace.path`` absolute (first match in the cwd, then TRACE_DIRS)."""
+    path = (wl.get("trace") or {}).get("path") or ""
+    if path and not Path(path).is_absolute():
+        for base in (Path.cwd(), *TRACE_DIRS):
+            if (base / path).is_file():
+                wl["trace"]["path"] = str((base / path).resolve())
+                break
+    return wl
+
+
+def des_spec(cfg: DictConfig):
+    """``engine.des`` settings -> DesSpec (the discrete-event engine's deployment)."""
+    from engine.des.config import DesSpec
+
+    return DesSpec(**OmegaConf.to_container(cfg.engine.des, resolve=True))
+
+
+__all__ = ["specs_from_config", "des_spec", "SpecError"]

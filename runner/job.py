@@ -26,12 +26,18 @@ PENDING = "pending_sync.json"
 SKIPPED = "skipped.json"
 
 
-def _engine(name: str):
+def _engine(name: str, cfg: DictConfig | None = None):
     """The engine's ``run(specs) -> RunResult`` for ``engine.name`` (imported on demand)."""
     if name == "analytical":
         from engine.analytical import run
         return run
-    raise SpecError("engine.name", name, "one of: analytical")
+    if name == "des":
+        from functools import partial
+
+        from engine.des import run
+        from runner.convert import des_spec
+        return partial(run, des=des_spec(cfg))
+    raise SpecError("engine.name", name, "one of: analytical, des")
 
 
 @lru_cache(maxsize=1)
@@ -139,7 +145,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
         print(f"simllm: skipped (resume): config {chash} already has a FINISHED run")
         return None
     specs = specs_from_config(cfg)
-    result = _engine(cfg.engine.name)(specs)
+    result = _engine(cfg.engine.name, cfg)(specs)
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
             "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
     meta.update(_sweep_meta())

@@ -88,11 +88,47 @@ class PartitionSchema:
 
 
 @dataclass
+class LengthSchema:
+    """A length distribution of the DES request stream (engine.spec.workload.LengthDist)."""
+    kind: str = "fixed"
+    low: int = 1
+    high: int = 0
+    sigma: float = 0.5
+    zipf_a: float = 1.2
+    values: list = field(default_factory=list)
+
+
+@dataclass
+class TraceSchema:
+    """A request trace file and its columns (engine.spec.workload.TraceSpec); '' = none/auto."""
+    path: str = ""
+    format: str = "auto"
+    arrival_column: str = ""
+    prompt_column: str = ""
+    output_column: str = ""
+    hash_column: str = ""
+    time_unit: str = "auto"
+    block_tokens: int = 512
+
+
+@dataclass
 class WorkloadSchema:
     name: str = "custom"
     prompt_len: int = "???"  # type: ignore[assignment]
     output_len: int = "???"  # type: ignore[assignment]
     batch_size: int = 1
+    # request stream of the discrete-event engine (engine=des); see engine.spec.workload
+    num_requests: int = 0
+    arrival: str = "batch"
+    rate_rps: float = 0.0
+    arrival_cv: float = 1.0
+    concurrency: int = 0
+    think_time_s: float = 0.0
+    prompt_dist: LengthSchema = field(default_factory=LengthSchema)
+    output_dist: LengthSchema = field(default_factory=LengthSchema)
+    trace: TraceSchema = field(default_factory=TraceSchema)
+    priority_fraction: float = 0.0
+    seed: int = 0
 
 
 @dataclass
@@ -110,8 +146,34 @@ class CalibrationSchema:
 
 
 @dataclass
+class DesSchema:
+    """Discrete-event engine settings (engine.des.config.DesSpec); defaults in conf/engine/des.yaml."""
+    scheduler: str = "vllm"
+    queue_policy: str = "fcfs"
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunk_size: int = 512
+    block_size: int = 16
+    num_kv_blocks: int = 0
+    watermark: float = 0.01
+    admission: str = "always"
+    bucket_rate_rps: float = 0.0
+    bucket_size: float = 0.0
+    replicas: int = 0
+    router: str = "round_robin"
+    prefix_caching: bool = False
+    slo_ttft_ms: float = 1000.0
+    slo_tpot_ms: float = 100.0
+    max_decode_run: int = 4096
+    record_iterations: bool = False
+    progress: str = "auto"
+    seed: int = 0
+
+
+@dataclass
 class EngineSchema:
     name: str = "analytical"
+    des: DesSchema = field(default_factory=DesSchema)
 
 
 @dataclass
