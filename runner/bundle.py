@@ -242,6 +242,13 @@ def replay_cli(argv=None) -> None:
         print(format_diff(rows, rtol), file=sys.stderr)
         print(f"simllm-replay: MISMATCH: {len(rows)} of {n} metrics differ; outputs in {out}",
               file=sys.stderr)
+        from runner.job import git_commit
+
+        then = json.loads((a.bundle / MANIFEST).read_text()).get("git_commit")
+        if then != git_commit():
+            print(f"simllm-replay: the run was made at commit {then}, this is {git_commit()}: "
+                  "rounding-level differences (~1e-16) come from code changes; --rtol 1e-12 "
+                  "accepts them", file=sys.stderr)
         sys.exit(1)
     print(f"simllm-replay: OK: {n} metrics reproduced "
           f"({'bit-exact' if rtol == 0 else f'rtol {rtol:g}'}); outputs in {out}")

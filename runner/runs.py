@@ -8,6 +8,7 @@ MLflow is imported lazily (it costs seconds).
 
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -31,12 +32,27 @@ def client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
-def _search(uri: str, filter_string: str = "", experiment_ids=None) -> pl.DataFrame:
+@contextmanager
+def _tracking_uri(uri: str):
+    """mlflow.search_runs reads the global tracking URI, and set_tracking_uri also exports
+    MLFLOW_TRACKING_URI (which conf/tracking/mlflow.yaml reads): set both back afterwards."""
     import mlflow
+    from mlflow.tracking._tracking_service import utils
 
+    old, env = getattr(utils, "_tracking_uri", None), os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
+    try:
+        yield mlflow
+    finally:
+        mlflow.set_tracking_uri(old)
+        if env is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = env
+
+
+def _search(uri: str, filter_string: str = "", experiment_ids=None) -> pl.DataFrame:
     kw = {"experiment_ids": experiment_ids} if experiment_ids else {"search_all_experiments": True}
-    pdf = mlflow.search_runs(filter_string=filter_string, output_format="pandas", **kw)
+    with _tracking_uri(uri) as mlflow:
+        pdf = mlflow.search_runs(filter_string=filter_string, output_format="pandas", **kw)
     if pdf.empty:
         return pl.DataFrame()
     # params/tags are strings or None; make object columns explicit strings for polars.
