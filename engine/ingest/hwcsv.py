@@ -289,6 +289,7 @@ def read_sheet(path, name: str, *, description: str | None = None,
                          + f"expected {', '.join(REQUIRED_COLUMNS)} (+ optional {', '.join(OPTIONAL_COLUMNS)})")
     ureg = registry()
     figures: list[Figure] = []
+    unpublished: list[str] = []
     desc_rows = []
     prev_line = 1
     for cells in reader:
@@ -329,7 +330,10 @@ def read_sheet(path, name: str, *, description: str | None = None,
                 fig.key = (fld, fig.sparse)
                 figures.append(fig)
                 continue
-            err(f"no value for {r['param']} (leave the row out if the figure is not published)")
+            # Not published: stated, and the schema default stays.
+            unpublished.append(f"{fld or p}: not published ({r['notes'] if r.get('notes') else 'no value on the sheet'}"
+                               f"{'; ' + r['source'] if r['source'] else ''}); schema default used")
+            continue
         try:
             v = float(value)
         except ValueError:
@@ -353,7 +357,7 @@ def read_sheet(path, name: str, *, description: str | None = None,
                 err(f"unit {unit!r} is the wrong kind for {r['param']}: expected {k.what}")
             except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError, AssertionError):
                 err(f"unit {unit!r} is not a unit pint knows (expected {k.what})")
-            if unit != display(kind, si, fld).split(" ", 1)[-1] and not (kind == "compute" and unit in ("TFLOPS", "TOPS")):
+            if not _same_text(f"{v:g} {unit}", display(kind, si, fld)) and not (kind == "compute" and unit in ("TFLOPS", "TOPS")):
                 fig.steps.append(f"{r['param']}: {r['value']} {unit} = {display(kind, si, fld)}")
         if v < 0:
             err(f"{r['param']} = {r['value']} {unit} is negative")
@@ -401,16 +405,19 @@ def read_sheet(path, name: str, *, description: str | None = None,
                 fig.steps.append(f"{r['param']}: taken as per direction (the sheet does not say)")
         fig.si = si
         fig.sheet = f"{r['value']} {unit}".strip()
-        fig.key = (fld or p, fig.sparse, direction if kind == "bandwidth" else None)
-        if kind == "compute":
-            fig.key = (fld, fig.sparse)
+        fig.key = (fld or p, fig.sparse) if kind == "compute" else (fld or p, False, None)
         if kind == "factor" and not (0 < si <= 1):
             err(f"{r['param']} = {r['value']} is not a fraction in (0, 1]")
         if fld and si > k.limit * (1 + 1e-9) and kind != "factor":
             err(f"{r['param']} = {r['value']} {unit} = {display(kind, si, fld)} is absurd for one chip "
                 f"(limit {display(kind, k.limit, fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
         figures.append(fig)
-    return _assemble(path, name, figures, description or (desc_rows[0] if desc_rows else name), sparse_to_dense)
+    sheet = _assemble(path, name, figures, description or (desc_rows[0] if desc_rows else name), sparse_to_dense)
+    for u in unpublished:
+        fld = u.split(":", 1)[0]
+        sheet.assumptions = [a for a in sheet.assumptions if not a.startswith(f"{fld}: not on the sheet")]
+        sheet.assumptions.append(u)
+    return sheet
 
 
 def _pick(path: str, figs: list) -> tuple:
@@ -434,17 +441,34 @@ def _pick(path: str, figs: list) -> tuple:
     return chosen
 
 
+def _same_text(a: str, b: str) -> bool:
+    """'8.0 TB/s' and '8 TB/s' are the same figure written twice."""
+    (va, _, ua), (vb, _, ub) = a.partition(" "), b.partition(" ")
+    try:
+        return ua == ub and float(va) == float(vb)
+    except ValueError:
+        return a == b
+
+
+def _uncertain(fld: str, shown: str, notes: str) -> str:
+    tag = "" if "uncertain" in notes.lower() else "UNCERTAIN: "
+    return f"{fld}{' = ' + shown if shown else ''}: {tag}{notes}"
+
+
 def _comment(fig: Figure, others=()) -> str:
-    parts = [fig.source or "no source given"]
+    parts = [fig.source.split(" ; cross-checked")[0] + (" (cross-checked)" if " ; cross-checked" in fig.source else "")
+             if fig.source else "no source given"]
     if fig.kind == "compute" and fig.si is not None:
         parts.append("sparse figure" if fig.sparse else "dense")
-    if fig.si is not None and fig.sheet and fig.sheet != display(fig.kind, fig.si, fig.field or ""):
+    if fig.si is not None and fig.sheet and fig.kind != "count" and not _same_text(fig.sheet, display(fig.kind, fig.si, fig.field or "")):
         parts.append(f"sheet: {fig.sheet}")
     if fig.notes:
         parts.append(fig.notes)
     for o in others:
         if o.si is not None and fig.si is not None and round(o.si, 6) != round(fig.si, 6):
             parts.append(f"line {o.line} ({o.source}) gives {display(o.kind, o.si, o.field)}; this row wins")
+        elif o.notes and o.notes not in parts:
+            parts.append(f"line {o.line}: {o.notes}")
     return "; ".join(p for p in parts if p)
 
 
@@ -528,12 +552,13 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
         if f.source.lower().startswith("assumption"):
             assumptions.append(f"{f.field} = {display(f.kind, f.si, f.field)}: not on the sheet; {f.source}"
                                + (f" ({f.notes})" if f.notes else ""))
-        if "uncertain" in f.notes.lower() or "moderate confidence" in f.notes.lower():
-            assumptions.append(f"{f.field} = {display(f.kind, f.si, f.field)} is UNCERTAIN: {f.notes}")
+        for g in [f] + [o for o in others if o.si is not None and round(o.si, 6) == round(f.si, 6)]:
+            if "uncertain" in g.notes.lower() or "moderate confidence" in g.notes.lower():
+                assumptions.append(_uncertain(f.field, display(f.kind, f.si, f.field), g.notes))
     for fld, variants in comp.items():
         for f, _ in variants.values():
             if f.si is not None and ("uncertain" in f.notes.lower() or "moderate confidence" in f.notes.lower()):
-                assumptions.append(f"{fld} is UNCERTAIN: {f.notes}")
+                assumptions.append(_uncertain(fld, "", f.notes))
     defaults = {"scaleup_latency": "0 us", "scaleout_latency": "0 us", "devices_per_node": "1",
                 "sram": "0 MB", "scaleup_bandwidth": "none (single device)",
                 "scaleout_bandwidth": "none (single node)", "tdp": "none"}

@@ -28,7 +28,9 @@ def test_every_option_composes_and_converts(cfg_of, group):
 
 @pytest.mark.parametrize("hw", options("hardware"))
 def test_every_hardware_runs(cfg_of, hw):
-    s = run(specs_from_config(cfg_of(f"hardware={hw}"))).summary
+    # TPU v5e has 16 GB per chip: the default 8B bf16 model (16 GB of weights) needs two chips.
+    part = ["partition=tp2"] if hw == "tpu_v5e" else []
+    s = run(specs_from_config(cfg_of(f"hardware={hw}", *part))).summary
     assert s["fits_in_memory"] and s["ttft_ms_p50"] > 0 and s["tpot_ms_p50"] > 0
 
 
