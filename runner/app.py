@@ -23,9 +23,13 @@ experiments.register()
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    job_dir = Path(hc.runtime.output_dir)
-    multirun = hc.mode == RunMode.MULTIRUN
-    overrides = list(hc.overrides.task)
+    execute(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task),
+            multirun=hc.mode == RunMode.MULTIRUN, job_num=hc.job.num)
+
+
+def execute(cfg: DictConfig, job_dir: Path, overrides: list[str], multirun: bool,
+            job_num: int = 0) -> None:
+    """One job with failure isolation (also called by the batched sweeper, once per job)."""
     try:
         run_job(cfg, job_dir, overrides)
     except SpecError as e:
@@ -39,7 +43,7 @@ def main(cfg: DictConfig) -> None:
         record_failure(cfg, job_dir, e, overrides)
         if not multirun:
             raise
-        print(f"simllm: job {hc.job.num} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"simllm: job {job_num} failed: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 if __name__ == "__main__":

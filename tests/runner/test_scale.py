@@ -61,3 +61,43 @@ def test_resume_skips_finished(tmp_path, mlflow_uri):
     assert "1 done, 0 failed, 2 skipped" in p.stdout
     children, _ = _children(mlflow_uri)
     assert sorted(r.data.params["partition.tp"] for r in children) == ["1", "2", "4"]
+
+
+def test_submitit_local_launcher(tmp_path, mlflow_uri):
+    """The cluster path (submitit) on one machine: jobs run in separate processes."""
+    p = run_cli(["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
+                 "hardware=h100_sxm,h200", f"tracking.uri={mlflow_uri}", "print_table=false",
+                 f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    children, runs = _children(mlflow_uri)
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in runs)
+
+
+def test_batched_sweeper_matches_basic_path(tmp_path, mlflow_uri):
+    """hydra/sweeper=simllm gives the same jobs, files, metrics and config hashes as the basic
+    sweeper, and still isolates a failing job (partition.tp=3)."""
+    import json
+
+    grid = ["hardware=h100_sxm,h200", "partition.tp=1,2,3", "workload.batch_size=1,8",
+            "hardware.hbm_bandwidth=3TB/s", f"tracking.uri={mlflow_uri}", "print_table=false"]
+    a = run_cli(["-m", *grid, f"hydra.sweep.dir={tmp_path}/basic"], cwd=tmp_path)
+    b = run_cli(["-m", "hydra/sweeper=simllm", *grid, f"hydra.sweep.dir={tmp_path}/fast"],
+                cwd=tmp_path)
+    assert a.returncode == b.returncode == 1  # the tp=3 jobs fail in both
+    assert "8 done, 4 failed" in a.stdout and "8 done, 4 failed" in b.stdout
+
+    def jobs(d):
+        out = {}
+        for sub in (tmp_path / d).iterdir():
+            if (sub / "summary.json").exists():
+                doc = json.loads((sub / "summary.json").read_text())
+                out[tuple(sorted(doc["overrides"]))] = (doc["config_hash"], doc["summary"])
+        return out
+
+    basic, fast = jobs("basic"), jobs("fast")
+    assert basic.keys() == fast.keys() and len(basic) == 12
+    for k in basic:
+        assert basic[k] == fast[k]
+    children, runs = _children(mlflow_uri)
+    assert sum(r.info.status == "FINISHED" for r in children) == 16
+    assert sum(r.info.status == "FAILED" for r in children) == 8

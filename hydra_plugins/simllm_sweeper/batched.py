@@ -1,0 +1,122 @@
+"""A lean multirun path for large grids of cheap jobs: ``simllm -m hydra/sweeper=simllm ...``.
+
+Hydra's basic sweeper composes every job twice (to validate, then to run) and runs each through
+the launcher's job machinery; a compose costs 100-190 ms here, so a grid of millisecond analytical
+jobs is dominated by it. This sweeper expands the same cartesian product of the same override
+syntax (command line and ``hydra.sweeper.params``), composes once per distinct combination of
+config-group choices (``hardware=h200``), applies value overrides (``partition.tp=4``) to a copy
+with OmegaConf (typed: a wrong type fails like a compose would) and runs each job in process
+through ``runner.app.execute``: the same job function, files and MLflow run as the basic path.
+The whole grid is validated before the first job runs. Jobs run one after another in this
+process; for parallel jobs use the joblib or submitit launchers with the basic sweeper.
+"""
+
+import copy
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+
+@dataclass
+class SimllmSweeperConf:
+    _target_: str = "hydra_plugins.simllm_sweeper.batched.SimllmSweeper"
+    params: Optional[Dict[str, str]] = field(default_factory=dict)
+    progress_every: int = 100   # print a progress line every N jobs (0: never)
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="simllm", node=SimllmSweeperConf,
+                             provider="simllm")
+
+
+def _is_group_override(o: Override, groups: set[str]) -> bool:
+    return o.key_or_group in groups or "/" in o.key_or_group
+
+
+class SimllmSweeper(Sweeper):
+    def __init__(self, params: Optional[Dict[str, str]] = None, progress_every: int = 100):
+        self.params = params or {}
+        self.progress_every = progress_every
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
+              config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+
+    def _expand(self, arguments: List[str]) -> List[List[Override]]:
+        """The cartesian product of the sweeps, as lists of single-valued Override objects."""
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        args = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
+        axes: Dict[str, List[str]] = {}
+        for o in parser.parse_overrides(args):
+            key = o.get_key_element()
+            if o.is_sweep_override():
+                if not o.is_discrete_sweep():
+                    raise ValueError(f"the simllm sweeper takes discrete sweeps only: {o.input_line}")
+                axes[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            else:
+                axes[key] = [f"{key}={o.get_value_element_as_str()}"]
+        jobs = [list(x) for x in itertools.product(*axes.values())]
+        return [parser.parse_overrides(j) for j in jobs]
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from runner.app import execute
+
+        loader = self.hydra_context.config_loader
+        groups = set(loader.list_groups(""))  # hardware, model, ..., experiment, hydra
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        jobs = self._expand(arguments)
+        cache: Dict[tuple, DictConfig] = {}
+        prepared = []
+        tic = time.perf_counter()
+        # compose and validate every job before running any (like the basic sweeper)
+        for job in jobs:
+            gkey = tuple(o.input_line for o in job if _is_group_override(o, groups))
+            if gkey not in cache:
+                base = loader.load_sweep_config(self.config, list(gkey))
+                with open_dict(base):
+                    del base["hydra"]
+                cache[gkey] = base
+            cfg = copy.deepcopy(cache[gkey])
+            for o in job:
+                if _is_group_override(o, groups):
+                    continue
+                if o.is_delete():
+                    raise ValueError(f"the simllm sweeper does not take deletions: {o.input_line}")
+                if o.is_add() or o.is_force_add():
+                    with open_dict(cfg):
+                        OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+                else:
+                    if OmegaConf.select(cfg, o.key_or_group, default=KeyError) is KeyError:
+                        raise ValueError(f"Could not override '{o.key_or_group}': no such key "
+                                         f"(use +{o.input_line} to add it)")
+                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+            prepared.append((cfg, [o.input_line for o in job]))
+        n = len(prepared)
+        print(f"[simllm sweeper] {n} jobs composed in {time.perf_counter() - tic:.2f} s "
+              f"({len(cache)} distinct group selections)", file=sys.stderr)
+        tic = time.perf_counter()
+        for num, (cfg, overrides) in enumerate(prepared):
+            job_dir = sweep_dir / str(num)
+            (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+            (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(overrides))
+            execute(cfg, job_dir, overrides, multirun=True, job_num=num)
+            done = num + 1
+            if self.progress_every and (done % self.progress_every == 0 or done == n):
+                el = time.perf_counter() - tic
+                print(f"[simllm sweeper] {done}/{n} jobs, {el / done * 1e3:.0f} ms/job, "
+                      f"ETA {el / done * (n - done):.0f} s", file=sys.stderr)
+        return None
