@@ -1,0 +1,103 @@
+"""Must-show sanity physics of the DES (Llama-3.1-8B, one H100 SXM, default calibration).
+
+Expected values come from the analytical engine (engine.analytical.run: closed-form pipeline),
+not from the DES's own step model, so each test compares two independent code paths.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine.analytical import run as analytical_run
+from engine.des import DesSpec, simulate
+
+
+def _analytical(specs, batch, prompt=512, output=128):
+    from engine.spec import WorkloadSpec
+
+    wl = WorkloadSpec(prompt_len=prompt, output_len=output, batch_size=batch)
+    return analytical_run(replace(specs, workload=wl)).summary
+
+
+def test_low_load_equals_analytical_batch_1(specs_with):
+    # Near-constant gaps of 2 s (gamma, cv 0.01) and an E2E of ~0.7 s: every request is alone.
+    # Its prefill is one pass of 512 tokens (TTFT = analytical batch-1 TTFT) and its decode the
+    # steps at contexts 513..639 (their mean = analytical batch-1 TPOT).
+    specs = specs_with(num_requests=20, arrival="gamma", rate_rps=0.5, arrival_cv=0.01)
+    r = simulate(specs, DesSpec()).result
+    a = _analytical(specs, 1)
+    t = r.table
+    assert t["ttft_ms"].to_numpy() == pytest.approx(a["ttft_ms_p50"], rel=0.01)
+    assert t["tpot_ms"].to_numpy() == pytest.approx(a["tpot_ms_p50"], rel=0.01)
+    assert r.summary["ttft_ms_p99"] == pytest.approx(a["ttft_ms_p50"], rel=0.01)
+    assert r.summary["tpot_ms_p50"] == pytest.approx(a["tpot_ms_p50"], rel=0.01)
+    assert r.summary["e2e_ms_p50"] == pytest.approx(a["e2e_ms_p50"], rel=0.01)
+    assert r.summary["queueing_ms_p99"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [4, 16])
+def test_closed_loop_lock_step_batch_n(specs_with, n):
+    # n users, fixed 512/128, no think time: all n arrive together, are prefilled in one pass
+    # (n*512 <= 8192 budget), decode 127 steps together and finish together, so every round is
+    # the analytical static batch of n: TTFT = analytical TTFT(B=n), TPOT = analytical TPOT(B=n),
+    # and the decode batch is n throughout.
+    specs = specs_with(arrival="closed_loop", concurrency=n, num_requests=3 * n)
+    sim = simulate(specs, DesSpec(record_iterations=True))
+    a = _analytical(specs, n)
+    t = sim.result.table
+    assert t["tpot_ms"].to_numpy() == pytest.approx(a["tpot_ms_p50"], rel=0.01)
+    assert t["ttft_ms"].to_numpy() == pytest.approx(a["ttft_ms_p50"], rel=0.01)
+    tl = sim.timeline
+    decode = tl.filter(tl["prefill_tokens"] == 0)
+    assert (decode["batch"] == n).all()
+    assert sim.result.summary["batch_size_mean"] == pytest.approx(n, rel=0.01)
+    # throughput = n * 128 tokens per round of TTFT + 127 TPOT
+    round_ms = a["ttft_ms_p50"] + 127 * a["tpot_ms_p50"]
+    assert sim.result.summary["throughput_tok_s"] == pytest.approx(n * 128 / round_ms * 1e3, rel=0.01)
+
+
+def test_littles_law(specs_with):
+    # L (time average of requests in the system, counted by the event loop) = lambda x W
+    # (lambda = completed / makespan, W = mean E2E from the per-request table).
+    specs = specs_with(num_requests=600, arrival="poisson", rate_rps=20.0,
+                       prompt_dist={"kind": "lognormal", "sigma": 0.6},
+                       output_dist={"kind": "lognormal", "sigma": 0.6, "low": 2})
+    sim = simulate(specs, DesSpec())
+    s = sim.result.summary
+    lam = s["num_completed"] / s["makespan_s"]
+    w = s["e2e_ms_mean"] / 1e3
+    assert s["batch_size_mean"] > 5          # a loaded system, not a trivial one
+    assert sim.mean_in_system == pytest.approx(lam * w, rel=0.02)
+
+
+def _pressure(specs_with, blocks):
+    specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
+                       output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
+                       output_dist={"kind": "uniform", "low": 16, "high": 496})
+    return simulate(specs, DesSpec(num_kv_blocks=blocks))
+
+
+@pytest.mark.parametrize("blocks", [0, 600])
+def test_conservation(specs_with, blocks):
+    # Every request finishes exactly once, after its first token, and the engine emits exactly
+    # sum(output_len) tokens, with (600 blocks) or without preemption-by-recompute.
+    sim = _pressure(specs_with, blocks)
+    t, s, st = sim.result.table, sim.result.summary, sim.state
+    assert s["num_completed"] == s["num_requests"] == 300 and s["num_rejected"] == 0
+    assert np.isfinite(t["completion_s"].to_numpy()).all()
+    assert (t["completion_s"] >= t["first_token_s"]).all() and (t["first_token_s"] > t["arrival_s"]).all()
+    assert st.tokens_out == int(t["output_len"].sum()) == s["output_tokens"]
+    assert sorted(t["request_id"].to_list()) == list(range(300))
+    for r in sim.result.summary, :
+        assert r["preemptions_total"] == int(t["preemptions"].sum())
+
+
+def test_smaller_kv_cache_more_preemptions_and_higher_p99_ttft(specs_with):
+    # 600 blocks of 16 tokens hold ~9,600 tokens: a handful of 1-2k-token requests, so the
+    # scheduler must preempt; the full H100 cache (~26k blocks) never does.
+    big, small = _pressure(specs_with, 0).result.summary, _pressure(specs_with, 600).result.summary
+    assert big["preemptions_total"] == 0
+    assert small["preemptions_total"] > 10
+    assert small["ttft_ms_p99"] > 1.5 * big["ttft_ms_p99"]
+    assert small["kv_utilisation_mean"] > big["kv_utilisation_mean"]
