@@ -68,6 +68,28 @@ def _cmd_hfconfig(a) -> None:
     _write(out, hf_config.yaml_text(hf, f"simllm-import hfconfig {a.file} --name {hf.fields['name']}"), a.force)
 
 
+def _cmd_hbm(a) -> None:
+    from engine.ingest import dram
+
+    if a.area_mm2 is not None:
+        if a.bump_pitch_um is None or a.data_fraction is None or a.gbps_per_pin is None:
+            raise ValueError("the area form needs --area-mm2, --bump-pitch-um, --data-fraction and --gbps-per-pin")
+        d = dram.area_bandwidth(a.area_mm2, a.bump_pitch_um, a.data_fraction, a.gbps_per_pin,
+                                a.stacks or 1, a.grid)
+    elif a.generation:
+        if not a.stacks:
+            raise ValueError("--generation needs --stacks")
+        d = dram.generation_bandwidth(a.generation, a.stacks, a.gbps_per_pin)
+    else:
+        if not (a.stacks and a.bus_width and a.gbps_per_pin):
+            raise ValueError("give --stacks, --bus-width and --gbps-per-pin (or --generation, or the area form)")
+        d = dram.interface_bandwidth(a.stacks, a.bus_width, a.gbps_per_pin)
+    for step in d.steps:
+        print(step)
+    print(f"hbm_bandwidth = {d.tb_s:.4g} TB/s")
+    print("sheet row:", d.sheet_row(a.source or ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -88,6 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", help="output path (default conf/model/NAME.yaml)")
     m.add_argument("--force", action="store_true", help="overwrite an existing, different file")
     m.set_defaults(func=_cmd_hfconfig)
+    b = sub.add_parser("hbm", help="HBM / 3D-stacked DRAM bandwidth from the interface physics")
+    b.add_argument("--stacks", type=int, help="number of stacks (dies) on the package")
+    b.add_argument("--bus-width", type=int, help="interface width per stack in bits (HBM3: 1024)")
+    b.add_argument("--gbps-per-pin", type=float, help="data rate per pin in Gb/s")
+    b.add_argument("--generation", help="hbm2, hbm2e, hbm3, hbm3e or hbm4: its width (and nominal pin rate)")
+    b.add_argument("--area-mm2", type=float, help="area form: interface area per stack in mm^2")
+    b.add_argument("--bump-pitch-um", type=float, help="area form: bump pitch in um")
+    b.add_argument("--data-fraction", type=float, help="area form: fraction of bumps that carry data")
+    b.add_argument("--grid", choices=("square", "hex"), default="square", help="area form: bump grid")
+    b.add_argument("--source", help="where the pin rate comes from (goes into the sheet row)")
+    b.set_defaults(func=_cmd_hbm)
     return p
 
 
