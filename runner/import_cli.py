@@ -90,6 +90,27 @@ def _cmd_hbm(a) -> None:
     print("sheet row:", d.sheet_row(a.source or ""))
 
 
+def _cmd_simple(a) -> None:
+    import yaml
+
+    from engine.ingest.simple import import_simple
+
+    try:
+        cfg = yaml.safe_load(Path(a.file).read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ValueError(f"{a.file}: not YAML: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{a.file}: expected a mapping of simple config keys")
+    imp = import_simple(cfg, a.name, a.file)
+    imp.hardware.name = a.name
+    cmd = f"simllm-import simple {a.file} --name {a.name}"
+    imp.model_fields["name"] = a.name
+    conf = Path(a.conf_dir) if a.conf_dir else CONF
+    _write(conf / "hardware" / f"{a.name}.yaml", imp.hardware.yaml_text(cmd), a.force)
+    _write(conf / "model" / f"{a.name}.yaml", imp.model_yaml(cmd), a.force)
+    print("run:", " ".join(["simllm", f"hardware={a.name}", f"model={a.name}", *imp.overrides]))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -110,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", help="output path (default conf/model/NAME.yaml)")
     m.add_argument("--force", action="store_true", help="overwrite an existing, different file")
     m.set_defaults(func=_cmd_hfconfig)
+    q = sub.add_parser("simple", help="simple spec-sheet config (num_params, compute_tflops_bf16, ...) -> "
+                                      "conf/hardware/NAME.yaml + conf/model/NAME.yaml")
+    q.add_argument("file")
+    q.add_argument("--name", required=True, help="option name for both the hardware and the model config")
+    q.add_argument("--force", action="store_true", help="overwrite existing, different files")
+    q.add_argument("--conf-dir", help="config folder to write into (default: the project's conf/)")
+    q.set_defaults(func=_cmd_simple)
     b = sub.add_parser("hbm", help="HBM / 3D-stacked DRAM bandwidth from the interface physics")
     b.add_argument("--stacks", type=int, help="number of stacks (dies) on the package")
     b.add_argument("--bus-width", type=int, help="interface width per stack in bits (HBM3: 1024)")

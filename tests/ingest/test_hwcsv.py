@@ -169,3 +169,18 @@ def test_duplicate_with_two_values_is_an_error_naming_both_lines():
 def test_missing_required_field_is_named():
     with pytest.raises(SheetError, match="no hbm_bandwidth"):
         _sheet(HEAD + GOOD)
+
+
+def test_hwcsv_command_writes_yaml_and_reports_errors(tmp_path, capsys):
+    from runner.import_cli import main as import_main
+
+    good = tmp_path / "jal.csv"
+    good.write_text(SEED_CSV)
+    out = tmp_path / "jal.yaml"
+    assert import_main(["hwcsv", str(good), "--name", "jal", "--out", str(out)]) == 0
+    assert "peak_bf16: 512 TFLOPS" in out.read_text()
+    bad = tmp_path / "bad.csv"
+    bad.write_text(SEED_CSV + "hbm_bandwidth,4096,TFLOPS,,hotchips_p25\n")
+    assert import_main(["hwcsv", str(bad), "--name", "jal", "--out", str(tmp_path / "b.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv:9:" in err and "wrong kind" in err

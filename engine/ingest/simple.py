@@ -1,0 +1,201 @@
+"""Spec-sheet style simple configs -> hardware and model configs, the missing terms stated.
+
+Quick simulator configs (seed document 000, sec. 3.2) carry only::
+
+    model:     name, num_params, dtype_bits
+    hardware:  compute_tflops_bf16, memory_bandwidth_gbps, memory_capacity_gb, sram_capacity_mb,
+               interconnect_bandwidth_gbps, power_limit_w
+    scheduler: kv_cache_capacity_gb, max_batch_size, preemption
+    workload:  input_len_p50, output_len_p50, max_concurrent_requests, trace
+
+(nested as above or flat). What simllm needs beyond that is filled in and stated:
+
+- ``*_gbps`` bandwidths are read as GB/s (the seed's 4096 is 4 TB/s of HBM, its 900 an
+  NVLink-class link), compute figures as dense;
+- the architecture (layers, heads, KV heads, FFN, vocabulary) of the reference model nearest in
+  parameter count (``REFERENCES``, or ``architecture:`` naming one): it feeds only the attention and
+  KV-cache terms, while ``num_params`` sets the weight bytes and 2*N FLOPs per token;
+- ``kv_cache_capacity_gb`` is not an input: the engine derives KV capacity as (HBM - weights -
+  activations - reserve) x kv_usable_fraction; the import compares the sheet's figure with the
+  same rule, (capacity - weights) x 0.9;
+- workload fields become suggested ``workload.*`` overrides; trace / preemption are not used by the
+  analytical engine.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from engine.ingest.hwcsv import HardwareSheet, _yaml_str, read_sheet
+
+#: Reference architectures (HF config.json values) for models given only by parameter count.
+REFERENCES = {
+    "llama_2_7b": dict(params=6.74e9, num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=32,
+                       head_dim=128, ffn_size=11008, vocab_size=32000, attention="mha",
+                       source="meta-llama/Llama-2-7b-hf config.json"),
+    "llama_2_13b": dict(params=13.0e9, num_layers=40, hidden_size=5120, num_heads=40, num_kv_heads=40,
+                        head_dim=128, ffn_size=13824, vocab_size=32000, attention="mha",
+                        source="meta-llama/Llama-2-13b-hf config.json"),
+    "llama_3_1_8b": dict(params=8.03e9, num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
+                         head_dim=128, ffn_size=14336, vocab_size=128256, attention="gqa",
+                         source="meta-llama/Meta-Llama-3.1-8B config.json"),
+    "llama_3_1_70b": dict(params=70.55e9, num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8,
+                          head_dim=128, ffn_size=28672, vocab_size=128256, attention="gqa",
+                          source="meta-llama/Meta-Llama-3.1-70B config.json"),
+    "llama_3_1_405b": dict(params=405.85e9, num_layers=126, hidden_size=16384, num_heads=128, num_kv_heads=8,
+                           head_dim=128, ffn_size=53248, vocab_size=128256, attention="gqa",
+                           source="meta-llama/Meta-Llama-3.1-405B config.json"),
+}
+
+DTYPE_OF_BITS = {32: "fp32", 16: "bf16", 8: "fp8", 4: "fp4"}
+
+KNOWN = {
+    "model": {"name", "num_params", "dtype_bits", "architecture"},
+    "hardware": {"name", "compute_tflops_bf16", "memory_bandwidth_gbps", "memory_capacity_gb",
+                 "sram_capacity_mb", "interconnect_bandwidth_gbps", "power_limit_w", "tdp_w"},
+    "scheduler": {"kv_cache_capacity_gb", "max_batch_size", "preemption"},
+    "workload": {"trace", "max_concurrent_requests", "input_len_p50", "output_len_p50"},
+}
+_HW_ROWS = {  # simple key -> (sheet param, unit, precision)
+    "compute_tflops_bf16": ("peak_bf16", "TFLOPS", "bf16"),
+    "memory_bandwidth_gbps": ("hbm_bandwidth", "GB/s", ""),
+    "memory_capacity_gb": ("hbm_capacity", "GB", ""),
+    "sram_capacity_mb": ("sram_capacity", "MB", ""),
+    "interconnect_bandwidth_gbps": ("scaleup_bandwidth", "GB/s", ""),
+    "power_limit_w": ("tdp", "W", ""),
+    "tdp_w": ("tdp", "W", ""),
+}
+
+
+class SimpleConfigError(ValueError):
+    """A simple config key that is unknown, missing or not a number; names the key."""
+
+
+@dataclass
+class SimpleImport:
+    hardware: HardwareSheet
+    model_fields: dict
+    model_notes: dict
+    assumptions: list = field(default_factory=list)
+    overrides: list = field(default_factory=list)
+
+    def model_yaml(self, command: str = "") -> str:
+        f = self.model_fields
+        lines = [f"# {f['name']}: a simple spec-sheet config (num_params, dtype_bits) made runnable"
+                 + (f" by `{command}`" if command else "") + ".",
+                 "# num_params sets the weight bytes and 2*N FLOPs per token; the architecture below",
+                 "# (a reference model of similar size) feeds only the attention and KV-cache terms.",
+                 "defaults:", "  - model_schema"]
+        for k, v in f.items():
+            shown = f"{v:.6g}" if k == "num_params" else (_yaml_str(v) if k == "source" else v)
+            text = f"{k}: {shown}"
+            note = self.model_notes.get(k, "")
+            lines.append(f"{text:<26} # {note}" if note else text)
+        lines.append("# Assumptions:")
+        lines += [f"#  - {a}" for a in self.assumptions]
+        return "\n".join(lines) + "\n"
+
+
+def _flat(cfg: dict) -> dict:
+    """Nested (model/hardware/scheduler/workload) or flat -> {section: {key: value}}; unknown keys raise."""
+    out = {s: {} for s in KNOWN}
+    for k, v in cfg.items():
+        if k in KNOWN and isinstance(v, dict):
+            for kk, vv in v.items():
+                if kk not in KNOWN[k]:
+                    raise SimpleConfigError(f"{k}.{kk}: unknown key (known: {', '.join(sorted(KNOWN[k]))})")
+                out[k][kk] = vv
+            continue
+        sec = next((s for s, keys in KNOWN.items() if k in keys), None)
+        if sec is None:
+            raise SimpleConfigError(f"{k}: unknown key (known: "
+                                    f"{', '.join(sorted(set().union(*KNOWN.values())))})")
+        out[sec][k] = v
+    return out
+
+
+def _num(sec: str, key: str, v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise SimpleConfigError(f"{sec}.{key} = {v!r}: expected a number") from None
+    if not math.isfinite(x) or x <= 0:
+        raise SimpleConfigError(f"{sec}.{key} = {v!r}: expected a number > 0")
+    return x
+
+
+def nearest_reference(num_params: float) -> str:
+    """The reference architecture nearest in log(parameter count)."""
+    return min(REFERENCES, key=lambda k: abs(math.log(REFERENCES[k]["params"] / num_params)))
+
+
+def import_simple(cfg: dict, name: str, path: str = "simple.yaml") -> SimpleImport:
+    """Map a simple spec-sheet config to a HardwareSheet and ModelSpec fields (+ assumptions)."""
+    c = _flat(cfg)
+    hw, m, sch, wl = c["hardware"], c["model"], c["scheduler"], c["workload"]
+    for sec, key in (("hardware", "compute_tflops_bf16"), ("hardware", "memory_bandwidth_gbps"),
+                     ("hardware", "memory_capacity_gb"), ("model", "num_params"), ("model", "dtype_bits")):
+        if key not in c[sec]:
+            raise SimpleConfigError(f"{sec}.{key}: missing (a simple config needs compute_tflops_bf16, "
+                                    "memory_bandwidth_gbps, memory_capacity_gb, num_params, dtype_bits)")
+    rows = ["param,value,unit,precision,source,dense_or_sparse,direction"]
+    for key, (param, unit, prec) in _HW_ROWS.items():
+        if key in hw:
+            x = _num("hardware", key, hw[key])
+            dense = "dense" if unit == "TFLOPS" else ""
+            direction = "per_direction" if param == "scaleup_bandwidth" else ""
+            rows.append(f"{param},{x:g},{unit},{prec},{path}: hardware.{key},{dense},{direction}")
+    hw_name = str(hw.get("name") or name)
+    sheet = read_sheet(path, hw_name, text="\n".join(rows) + "\n",
+                       description=f"{hw_name}: simple spec-sheet config {path}")
+    a = sheet.assumptions
+    a.insert(0, "simple config: *_gbps bandwidths read as GB/s (bytes), compute_tflops_bf16 as a dense "
+                "figure, interconnect_bandwidth_gbps as per direction")
+
+    n = _num("model", "num_params", m["num_params"])
+    bits = int(_num("model", "dtype_bits", m["dtype_bits"]))
+    if bits not in DTYPE_OF_BITS:
+        raise SimpleConfigError(f"model.dtype_bits = {bits}: expected one of {sorted(DTYPE_OF_BITS)}")
+    dtype = DTYPE_OF_BITS[bits]
+    ref_name = m.get("architecture") or nearest_reference(n)
+    if ref_name not in REFERENCES:
+        raise SimpleConfigError(f"model.architecture = {ref_name!r}: expected one of {', '.join(REFERENCES)}")
+    ref = REFERENCES[ref_name]
+    mname = str(m.get("name") or name).replace("-", "_").replace(".", "_")
+    fields_ = {"name": mname, "source": f"{path} (simple config), architecture of {ref['source']}",
+               "num_params": n}
+    notes = {"num_params": f"model.num_params: {n / 1e9:g} B; weights {n * bits / 8 / 1e9:g} GB at {bits} bit"}
+    for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
+              "attention"):
+        fields_[k] = ref[k]
+        notes[k] = f"assumed: {ref_name}"
+    fields_["weight_dtype"] = fields_["kv_dtype"] = fields_["activation_dtype"] = dtype if bits <= 16 else "fp32"
+    if bits < 16:
+        fields_["kv_dtype"] = fields_["activation_dtype"] = "bf16"
+    notes["weight_dtype"] = f"dtype_bits: {bits}"
+    how = "given" if m.get("architecture") else f"nearest in parameter count to {n / 1e9:g} B"
+    ma = [f"architecture of {ref_name} ({ref['params'] / 1e9:g} B, {how}) for the attention and KV-cache "
+          f"terms; num_params {n / 1e9:g} B sets the weights and 2*N FLOPs per token",
+          f"dtype_bits {bits} -> weights {fields_['weight_dtype']}, KV cache {fields_['kv_dtype']}"]
+    kv = sch.get("kv_cache_capacity_gb")
+    if kv is not None:
+        kv = _num("scheduler", "kv_cache_capacity_gb", kv)
+        cap = _num("hardware", "memory_capacity_gb", hw["memory_capacity_gb"])
+        rule = (cap - n * bits / 8 / 1e9) * 0.9
+        agree = abs(kv / rule - 1) if rule > 0 else float("inf")
+        verdict = (f"agrees within {agree:.1%}" if agree <= 0.05 else
+                   f"differs by {agree:.0%}: set calibration.kv_usable_fraction / memory_reserve to match")
+        ma.append(f"kv_cache_capacity_gb {kv:g} is not an input: the engine derives (HBM - weights - "
+                  f"activations - reserve) x kv_usable_fraction; the sheet's own rule (capacity - weights) "
+                  f"x 0.9 = ({cap:g} - {n * bits / 8 / 1e9:g}) x 0.9 = {rule:.1f} GB {verdict}")
+    overrides = []
+    if "input_len_p50" in wl:
+        overrides.append(f"workload.prompt_len={int(_num('workload', 'input_len_p50', wl['input_len_p50']))}")
+    if "output_len_p50" in wl:
+        overrides.append(f"workload.output_len={int(_num('workload', 'output_len_p50', wl['output_len_p50']))}")
+    for sec, key in (("workload", "trace"), ("workload", "max_concurrent_requests"),
+                     ("scheduler", "preemption"), ("scheduler", "max_batch_size")):
+        if key in c[sec]:
+            ma.append(f"{sec}.{key} = {c[sec][key]!r}: not used by the analytical engine (batch comes from "
+                      "workload.batch_size)")
+    return SimpleImport(hardware=sheet, model_fields=fields_, model_notes=notes, assumptions=ma,
+                        overrides=overrides)

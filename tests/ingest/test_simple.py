@@ -1,0 +1,81 @@
+"""Simple spec-sheet configs (num_params, compute_tflops_bf16, memory_bandwidth_gbps ...) run,
+with the missing architecture terms stated. The seed document's Jalapeno config (sec. 3.2) must
+give the same TTFT/TPOT as the hand-written jalapeno + llama_7b_specsheet options (tp1)."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from engine.analytical import run
+from engine.ingest.simple import SimpleConfigError, import_simple, nearest_reference
+from runner.convert import specs_from_config
+from runner.import_cli import main as import_main
+from runner.schema import HardwareSchema, ModelSchema
+
+SEED = {
+    "model": {"name": "llama-7b", "num_params": 7.2e9, "dtype_bits": 16},
+    "hardware": {"compute_tflops_bf16": 512, "memory_bandwidth_gbps": 4096, "memory_capacity_gb": 192,
+                 "sram_capacity_mb": 64, "interconnect_bandwidth_gbps": 900},
+    "scheduler": {"max_batch_size": 128, "preemption": True, "kv_cache_capacity_gb": 160},
+    "workload": {"trace": "./traces/arxiv_sample.json", "max_concurrent_requests": 256,
+                 "input_len_p50": 512, "output_len_p50": 128},
+}
+
+
+def _node(schema, text):
+    node = OmegaConf.create(text)
+    node.pop("defaults")
+    return OmegaConf.merge(OmegaConf.structured(schema), node)
+
+
+def test_seed_simple_config_matches_hand_written_options(cfg_of):
+    imp = import_simple(SEED, "jalapeno_simple")
+    base = ("workload=specsheet_512", "calibration=specsheet")
+    hand = run(specs_from_config(cfg_of("hardware=jalapeno", "model=llama_7b_specsheet", *base))).summary
+    cfg = cfg_of(*base)
+    cfg.hardware = _node(HardwareSchema, imp.hardware.yaml_text())
+    cfg.model = _node(ModelSchema, imp.model_yaml())
+    got = run(specs_from_config(cfg)).summary
+    for k in ("ttft_ms_p50", "tpot_ms_p50", "weights_gb", "kv_cache_gb", "bound"):
+        assert got[k] == hand[k], k
+    # hand check (seed sec. 4.2): weights 7.2e9 x 2 B = 14.4 GB streamed per token at 4.096 TB/s
+    assert got["weights_gb"] == pytest.approx(14.4)
+    assert got["tpot_ms_p50"] >= 14.4e9 / 4.096e12 * 1e3
+    assert imp.overrides == ["workload.prompt_len=512", "workload.output_len=128"]
+
+
+def test_missing_terms_are_stated():
+    imp = import_simple(SEED, "x")
+    text = "\n".join(imp.assumptions + imp.hardware.assumptions)
+    assert "architecture of llama_2_7b" in text                       # 6.74 B is nearest to 7.2 B
+    assert "read as GB/s" in text
+    # (192 - 14.4) x 0.9 = 159.84 GB vs the sheet's 160 GB
+    assert "159.8 GB agrees" in text
+    assert "scheduler.preemption" in text and "not used" in text
+
+
+def test_nearest_reference_by_log_distance():
+    assert nearest_reference(7.2e9) == "llama_2_7b"      # ln(7.2/6.74)=0.066 < ln(8.03/7.2)=0.109
+    assert nearest_reference(9e9) == "llama_3_1_8b"
+    assert nearest_reference(60e9) == "llama_3_1_70b"
+
+
+@pytest.mark.parametrize("cfg,needle", [
+    ({**SEED, "hardware": {**SEED["hardware"], "memory_bandwith_gbps": 1}}, "hardware.memory_bandwith_gbps: unknown"),
+    ({"model": {"num_params": 7e9, "dtype_bits": 16}, "hardware": {"compute_tflops_bf16": 512,
+                                                                   "memory_capacity_gb": 192}},
+     "hardware.memory_bandwidth_gbps: missing"),
+    ({**SEED, "model": {"num_params": "many", "dtype_bits": 16}}, "model.num_params = 'many'"),
+])
+def test_errors_name_the_key(cfg, needle):
+    with pytest.raises(SimpleConfigError, match=needle.replace("(", r"\(")):
+        import_simple(cfg, "x")
+
+
+def test_simple_command_writes_both_configs(tmp_path, capsys):
+    src = tmp_path / "study.yaml"
+    src.write_text(OmegaConf.to_yaml(OmegaConf.create(SEED)))
+    assert import_main(["simple", str(src), "--name", "jal_simple", "--conf-dir", str(tmp_path / "conf")]) == 0
+    assert (tmp_path / "conf" / "hardware" / "jal_simple.yaml").exists()
+    assert (tmp_path / "conf" / "model" / "jal_simple.yaml").exists()
+    out = capsys.readouterr().out
+    assert "simllm hardware=jal_simple model=jal_simple workload.prompt_len=512 workload.output_len=128" in out
