@@ -72,6 +72,46 @@ def model_spec(cfg: DictConfig) -> ModelSpec:
     return ModelSpec(**m)
 
 
+def _overlap(value) -> float:
+    """engine.analytical.overlap: none -> 0, full -> 1, or a fraction in [0, 1]."""
+    words = {"none": 0.0, "full": 1.0}
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if not 0.0 <= f <= 1.0:
+        raise SpecError("engine.analytical.overlap", value, "none, full or a fraction in [0, 1]")
+    return f
+
+
+def analytical_spec(cfg: DictConfig):
+    """``engine.analytical`` settings -> AnalyticalSpec (quantities to SI with pint)."""
+    from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
+
+    node = cfg.engine.get("analytical")
+    if node is None:
+        return AnalyticalSpec()
+    a = OmegaConf.to_container(node, resolve=True)
+    d = a.pop("disagg")
+    g = "engine.analytical.disagg"
+    disagg = DisaggSpec(
+        enabled=d["enabled"], prefill_tp=d["prefill_tp"], prefill_pp=d["prefill_pp"],
+        prefill_sp=d["prefill_sp"], prefill_replicas=d["prefill_replicas"],
+        link_bandwidth_bytes_s=to_si(f"{g}.link_bandwidth", d["link_bandwidth"], "GB/s"),
+        link_latency_s=to_si(f"{g}.link_latency", d["link_latency"], "us", allow_zero=True),
+        per_wr_s=to_si(f"{g}.per_wr", d["per_wr"], "us", allow_zero=True),
+        relayout_factor=d["relayout_factor"], overlap=d["overlap"])
+    pareto = a.pop("pareto")
+    pareto = ParetoSpec(**{**pareto, "batches": tuple(pareto["batches"]),
+                           "chunks": tuple(pareto["chunks"])})
+    return AnalyticalSpec(**{**a, "overlap": _overlap(a["overlap"]),
+                             "chunk_candidates": tuple(a["chunk_candidates"]),
+                             "disagg": disagg, "spec_decode": SpecDecodeSpec(**a["spec_decode"]),
+                             "pareto": pareto})
+
+
 def specs_from_config(cfg: DictConfig) -> Specs:
     """Build and cross-validate the five specs. Raises SpecError naming the offending field."""
     _no_extra_keys(cfg)
@@ -95,6 +135,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
             per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
         ),
+        analytical=analytical_spec(cfg),
     )
 
 

@@ -73,6 +73,9 @@ class ModelSchema:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
+    weight_group_size: int = 0
+    weight_scale_dtype: str = "bf16"
+    compute_dtype: str = "auto"
     source: str = ""
     hf_config: Optional[str] = None  # path to a HF config.json: it supplies the architecture
 
@@ -171,8 +174,63 @@ class DesSchema:
 
 
 @dataclass
+class DisaggSchema:
+    """Disaggregated prefill/decode (engine.spec.analytical.DisaggSpec)."""
+    enabled: bool = False
+    prefill_tp: int = 0
+    prefill_pp: int = 0
+    prefill_sp: int = 0
+    prefill_replicas: int = 1
+    link_bandwidth: Any = "50 GB/s"
+    link_latency: Any = "5 us"
+    per_wr: Any = "1 us"
+    relayout_factor: float = 0.1
+    overlap: float = 0.0
+
+
+@dataclass
+class SpecDecodeSchema:
+    """Speculative decoding (engine.spec.analytical.SpecDecodeSpec)."""
+    method: str = "none"
+    gamma: int = 3
+    acceptance: float = 0.7
+    draft_cost_fraction: float = 0.05
+
+
+@dataclass
+class ParetoSchema:
+    """Partition x batch x chunk Pareto sweep (engine.spec.analytical.ParetoSpec)."""
+    enabled: bool = False
+    devices: int = 8
+    batches: list = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
+    chunks: list = field(default_factory=lambda: [0])
+    max_tp: int = 0
+    max_pp: int = 0
+    max_sp: int = 1
+
+
+@dataclass
+class AnalyticalSchema:
+    """Analytical-engine switches (engine.spec.analytical.AnalyticalSpec); defaults in
+    conf/engine/analytical.yaml. ``overlap``: none | full | a fraction in [0, 1]."""
+    roofline: str = "op"
+    overlap: Any = "none"
+    allreduce: str = "ring"
+    pp_microbatches: int = 0
+    prefill_chunk: int = 0
+    chunk_search: bool = False
+    chunk_candidates: list = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096, 8192, 16384])
+    kv_block_tokens: int = 16
+    idle_power_fraction: float = 0.3
+    disagg: DisaggSchema = field(default_factory=DisaggSchema)
+    spec_decode: SpecDecodeSchema = field(default_factory=SpecDecodeSchema)
+    pareto: ParetoSchema = field(default_factory=ParetoSchema)
+
+
+@dataclass
 class EngineSchema:
     name: str = "analytical"
+    analytical: AnalyticalSchema = field(default_factory=AnalyticalSchema)
     des: DesSchema = field(default_factory=DesSchema)
 
 

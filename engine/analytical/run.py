@@ -1,41 +1,54 @@
-"""Entry points of the analytical engine: one point (``run``) and a grid (``sweep``)."""
-
-
+"""Entry points of the analytical engine: one point (``run``), a grid (``sweep``) and, when
+``engine.analytical.pareto.enabled``, the partition Pareto sweep (``run`` returns its table)."""
 
 import numpy as np
 import polars as pl
 
+from engine.analytical import pareto
 from engine.analytical.params import param_counts
 from engine.analytical.pipeline import GRID_AXES, evaluate
+from engine.analytical.precision import weight_bytes_per_param
 from engine.result import Assumption, RunResult
-from engine.spec import DTYPE_BYTES, Specs
+from engine.spec import Specs
 
 
 def assumptions(specs: Specs) -> list[Assumption]:
     """The modelling choices behind the analytical numbers for these specs."""
-    hw, m, p, c = specs.hardware, specs.model, specs.partition, specs.calibration
+    hw, m, p, c, a = specs.hardware, specs.model, specs.partition, specs.calibration, specs.analytical
     out = []
     if hw.compute_figures_sparse:
         out.append(Assumption("sparse TFLOPS converted to dense",
                               f"x {hw.sparse_to_dense_factor}",
                               "the sheet's compute figures are 2:4-sparse peaks"))
-    out.append(Assumption("math precision", m.math_dtype,
-                          f"wider of weights ({m.weight_dtype}) and activations ({m.activation_dtype})"))
+    why = ("set by model.compute_dtype" if m.compute_dtype != "auto" else
+           f"wider of weights ({m.weight_dtype}) and activations ({m.activation_dtype})")
+    out.append(Assumption("math precision", m.math_dtype, why + "; picks the compute peak"))
     out.append(Assumption("effective compute", f"peak x {c.compute_efficiency}",
                           f"calibration '{c.name}'"))
     out.append(Assumption("effective HBM bandwidth", f"peak x {c.memory_bandwidth_efficiency}",
                           f"calibration '{c.name}'"))
+    out.append(Assumption("roofline granularity", a.roofline,
+                          "op: dense matmuls, routed experts and attention each bound by their own roof, "
+                          "summed" if a.roofline == "op" else
+                          "pass: one max over a pass's total FLOPs and bytes (a looser bound)"))
     if p.devices_per_replica > 1:
         out.append(Assumption("effective link bandwidth", f"x {c.comm_efficiency}",
-                              f"calibration '{c.name}'; ring all-reduce, alpha-beta model"))
-        out.append(Assumption("compute/communication overlap", "none",
-                              "phase time = max(compute, memory) + comm (upper end of the range)"))
+                              f"calibration '{c.name}'; alpha-beta model, {a.allreduce} all-reduce; "
+                              "scale-up link when a group fits in one node, else scale-out"))
+        out.append(Assumption("compute/communication overlap", f"{a.overlap:g}",
+                              "time = roof + comm - overlap x min(roof, comm) (0 none, 1 full)"))
     if p.pp > 1:
-        out.append(Assumption("pipeline microbatching", "none",
-                              "one batch walks the pp stages in turn; pp saves memory, not time"))
+        out.append(Assumption("pipeline microbatching", f"{a.pp_microbatches or p.pp} microbatches",
+                              "decode: TPOT = max(pp (t_stage + hop), m t_stage); prefill: "
+                              "(pp + m - 1) t_stage warm-up; stages equal (LM head spread evenly)"))
+    if p.ep > 1:
+        out.append(Assumption("expert parallelism", f"ep={p.ep}",
+                              "experts split max(tp, ep) ways; 2 all-to-alls per MoE layer replace the "
+                              "FFN all-reduce; balanced routing (no straggler expert)"))
     if p.sp > 1:
-        out.append(Assumption("sequence-parallel communication", "not modelled",
-                              "attention KV exchange between sp ranks is left out in v1"))
+        out.append(Assumption("sequence parallelism", f"sp={p.sp}",
+                              "tokens and KV split sp ways; one K/V all-gather per layer (Llama 3 "
+                              "context parallelism); the decode partial-softmax combine is not modelled"))
     if m.num_params is not None:
         out.append(Assumption("parameter count", f"{m.num_params:.4g} (given)",
                               "spec-sheet style: 2*N FLOPs per token and all N weights streamed "
@@ -43,24 +56,53 @@ def assumptions(specs: Specs) -> list[Assumption]:
     else:
         pc = param_counts(m)
         out.append(Assumption("parameter count", f"{pc.total / 1e9:.3f} B (derived)",
-                              "from the architecture: attention + FFN/experts + norms + embeddings"))
+                              "from the architecture: attention (MLA if set) + FFN/experts + norms + "
+                              "embeddings"))
         out.append(Assumption("input embedding traffic", "ignored",
                               "a lookup of a few rows per step, not a streamed matrix"))
     if m.is_moe:
         out.append(Assumption("MoE routing", "uniform, independent top-k",
-                              "decode streams E*(1-(1-k/E)^B) experts per layer"))
+                              "a pass of T tokens streams E*(1-(1-k/E)^T) experts per MoE layer; "
+                              "B* found by bisection"))
+    if m.attention == "mla":
+        out.append(Assumption("MLA attention", "latent KV cache, replicated over TP",
+                              "prefill attends with per-head keys (naive form), decode with "
+                              "absorbed weights over the 576-wide latent"))
+    if m.sliding_window_layers:
+        out.append(Assumption("sliding-window layers", f"{m.sliding_window_layers} x {m.sliding_window}",
+                              "windows taken at the mid-decode context; mean per chunk in chunked prefill"))
     out.append(Assumption("batch arrival", "all requests together, decode in lock-step",
                           "analytical lower bound: no queueing, p50 = p99"))
-    out.append(Assumption("TPOT", "exact mean of max(compute, memory) over contexts S+1..S+N-1",
+    out.append(Assumption("TPOT", "exact mean over contexts S+1..S+N-1",
                           "KV read and attention FLOPs grow linearly with context"))
+    if a.prefill_chunk:
+        out.append(Assumption("chunked prefill", f"C = {a.prefill_chunk} tokens",
+                              "each chunk re-reads the weights and attends to all cached tokens"))
     out.append(Assumption("activation traffic", "each matmul reads its input and writes its output once",
                           "no cross-kernel fusion"))
     out.append(Assumption("KV cache capacity",
                           f"(HBM - weights - activations - {c.memory_reserve_bytes / 1e9:g} GB) "
-                          f"x {c.kv_usable_fraction}",
-                          f"calibration '{c.name}'"))
-    out.append(Assumption("weight bytes", f"{DTYPE_BYTES[m.weight_dtype]} B/param ({m.weight_dtype})",
-                          "no group-scale overhead in v1"))
+                          f"x {c.kv_usable_fraction}; blocks of {a.kv_block_tokens} tokens",
+                          f"calibration '{c.name}'; paged KV, last block partly empty"))
+    out.append(Assumption("weight bytes", f"{weight_bytes_per_param(m):.4g} B/param ({m.weight_dtype}"
+                          + (f", a {m.weight_scale_dtype} scale per {m.weight_group_size})"
+                             if m.weight_group_size else ")"),
+                          "group-scale overhead included"))
+    out.append(Assumption("energy", f"P = TDP x ({a.idle_power_fraction} + (1 - "
+                          f"{a.idle_power_fraction}) x busy fraction)",
+                          "busy = roofline time / step time; TDP as the ceiling"))
+    if a.spec_decode.method != "none":
+        sd = a.spec_decode
+        out.append(Assumption("speculative decoding",
+                              f"{sd.method}, gamma={sd.gamma}, acceptance={sd.acceptance}",
+                              f"i.i.d. acceptance; draft forward = {sd.draft_cost_fraction} target steps"))
+    if a.disagg.enabled:
+        d = a.disagg
+        out.append(Assumption("disaggregated prefill/decode",
+                              f"prefill tp={d.prefill_tp or p.tp} pp={d.prefill_pp or p.pp} "
+                              f"sp={d.prefill_sp or p.sp}, x{d.prefill_replicas}",
+                              f"KV hand-off alpha + bytes/W + WRs x t_wr, re-layout eta={d.relayout_factor}, "
+                              f"overlap rho={d.overlap}"))
     return out
 
 
@@ -74,6 +116,16 @@ def _scalar(v):
     if isinstance(item, (np.integer, int)):
         return int(item)
     return str(item)
+
+
+#: Extra point metrics copied to the summary when present.
+_OPTIONAL = ("kv_fragmentation", "energy_j_per_token", "power_w_per_gpu", "decode_microbatches",
+             "prefill_passes", "chunk_star", "ttft_at_chunk_star_ms", "spec_expected_tokens",
+             "spec_tpot_ms", "spec_interactivity_tok_s_per_user", "spec_throughput_tok_s_per_gpu",
+             "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",
+             "disagg_exposed_handoff_ms", "disagg_throughput_tok_s_per_gpu", "disagg_devices",
+             "colocated_ttft_ms", "colocated_throughput_tok_s_per_gpu",
+             "decode_throughput_tok_s_per_gpu")
 
 
 def _summary(point: dict, specs: Specs) -> dict:
@@ -97,6 +149,7 @@ def _summary(point: dict, specs: Specs) -> dict:
         "decode_intensity_flop_per_byte": g["decode_intensity_flop_per_byte"],
         "batch_star": g["batch_star"], "params_b": g["params_b"], "devices": g["devices"],
     }
+    s.update({k: g[k] for k in _OPTIONAL if k in g})
     if not s["fits_in_memory"]:
         cap = specs.hardware.hbm_capacity_bytes / 1e9
         s["memory_reason"] = (
@@ -109,8 +162,34 @@ def _summary(point: dict, specs: Specs) -> dict:
     return s
 
 
+def run_pareto(specs: Specs) -> RunResult:
+    """The Pareto sweep of ``engine.analytical.pareto`` as a RunResult: table = every valid point
+    (``on_frontier`` marks the frontier), summary = counts and the two corners of the frontier."""
+    pa = specs.analytical.pareto
+    table, frontier, dropped = pareto.sweep(specs, pa.devices, pa.batches, pa.chunks,
+                                            pa.max_tp, pa.max_pp, pa.max_sp)
+    s = {"pareto_points": table.height, "pareto_frontier_points": frontier.height,
+         "pareto_dropped": sum(dropped.values()), "devices": pa.devices}
+    s.update({f"pareto_dropped_{k.replace(' ', '_')}": v for k, v in dropped.items()})
+    if frontier.height:
+        hi_thr, hi_int = frontier.row(-1, named=True), frontier.row(0, named=True)
+        s.update(max_throughput_tok_s_per_gpu=hi_thr["throughput_tok_s_per_gpu"],
+                 max_throughput_partition=hi_thr["partition"],
+                 max_throughput_batch=int(hi_thr["batch_size"]),
+                 max_interactivity_tok_s_per_user=hi_int["interactivity_tok_s_per_user"],
+                 max_interactivity_partition=hi_int["partition"])
+    notes = [Assumption("Pareto sweep", f"{pa.devices} devices, batches {list(pa.batches)}, "
+                        f"chunks {list(pa.chunks)}",
+                        "every (PP, TP, EP, SP) dividing the devices; invalid points dropped: "
+                        + (", ".join(f"{k}: {v}" for k, v in dropped.items()) or "none"))]
+    return RunResult(summary=s, table=table, assumptions=notes + assumptions(specs))
+
+
 def run(specs: Specs) -> RunResult:
-    """Evaluate one configuration: summary, a one-row table with the phase breakdown, assumptions."""
+    """Evaluate one configuration: summary, a one-row table with the phase breakdown, assumptions.
+    With ``engine.analytical.pareto.enabled`` the partition Pareto sweep instead (``run_pareto``)."""
+    if specs.analytical.pareto.enabled:
+        return run_pareto(specs)
     point = evaluate(specs)
     table = pl.DataFrame({k: [_scalar(v)] for k, v in point.items()})
     return RunResult(summary=_summary(point, specs), table=table, assumptions=assumptions(specs))
@@ -132,4 +211,4 @@ def sweep(specs: Specs, **axes) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-__all__ = ["run", "sweep"]
+__all__ = ["run", "sweep", "run_pareto"]

@@ -9,6 +9,7 @@ from engine.spec.partition import PartitionSpec
 from engine.spec.workload import WorkloadSpec
 from engine.spec.calibration import CalibrationSpec
 from engine.spec.bundle import Specs
+from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
 
 __all__ = [
     "HardwareSpec",
@@ -18,4 +19,8 @@ __all__ = [
     "CalibrationSpec",
     "Specs",
     "DTYPE_BYTES",
+    "AnalyticalSpec",
+    "DisaggSpec",
+    "SpecDecodeSpec",
+    "ParetoSpec",
 ]

@@ -1,8 +1,9 @@
 """Specs: the five specs of one job, checked against each other."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.errors import SpecError
+from engine.spec.analytical import AnalyticalSpec
 from engine.spec.calibration import CalibrationSpec
 from engine.spec.hardware import HardwareSpec
 from engine.spec.model import ModelSpec
@@ -19,6 +20,7 @@ class Specs:
     partition: PartitionSpec
     workload: WorkloadSpec
     calibration: CalibrationSpec
+    analytical: AnalyticalSpec = field(default_factory=AnalyticalSpec)
 
     def __post_init__(self):
         m, p = self.model, self.partition

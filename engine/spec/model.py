@@ -32,6 +32,11 @@ class ModelSpec:
 
     Sliding-window attention: ``sliding_window_layers`` of the layers attend to at most
     ``sliding_window`` past tokens (0 = full attention everywhere).
+
+    Precision: weights, KV cache and activations each have a dtype. Block/group-quantised weights
+    (int4/fp4 with one scale per ``weight_group_size`` weights, 0 = per-channel, i.e. negligible)
+    store one ``weight_scale_dtype`` scale per group. ``compute_dtype`` is the precision of the
+    matmuls, which picks the peak ('auto' = the wider of weights and activations).
     """
 
     name: str
@@ -61,6 +66,9 @@ class ModelSpec:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
+    weight_group_size: int = 0
+    weight_scale_dtype: str = "bf16"
+    compute_dtype: str = "auto"
 
     _group = "model"
 
@@ -76,8 +84,10 @@ class ModelSpec:
                   "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
             positive_int(g, f, getattr(self, f), minimum=0)
         one_of(g, "attention", self.attention, ATTENTION_KINDS)
-        for f in ("weight_dtype", "kv_dtype", "activation_dtype"):
+        for f in ("weight_dtype", "kv_dtype", "activation_dtype", "weight_scale_dtype"):
             one_of(g, f, getattr(self, f), tuple(DTYPE_BYTES))
+        positive_int(g, "weight_group_size", self.weight_group_size, minimum=0)
+        one_of(g, "compute_dtype", self.compute_dtype, ("auto", "bf16", "fp16", "fp8", "int8", "fp4"))
         positive(g, "num_params", self.num_params, allow_none=True)
         if self.num_heads % self.num_kv_heads:
             raise SpecError(f"{g}.num_kv_heads", self.num_kv_heads,
@@ -118,8 +128,10 @@ class ModelSpec:
         """Precision the matmuls run in: the wider of weights and activations.
 
         Weight-only quantisation (W4A16, W8A16) dequantises to the activation dtype, so it computes
-        at the activation precision; W8A8-fp8 computes in fp8.
+        at the activation precision; W8A8-fp8 computes in fp8. ``compute_dtype`` overrides it.
         """
+        if self.compute_dtype != "auto":
+            return self.compute_dtype
         if DTYPE_BYTES[self.weight_dtype] >= DTYPE_BYTES[self.activation_dtype]:
             wide = self.weight_dtype
         else:

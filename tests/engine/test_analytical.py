@@ -8,7 +8,7 @@ import pytest
 from engine.analytical import comm, latency, run, sweep, traffic
 from engine.analytical.flops import attention_flops_prefill
 from engine.errors import SpecError
-from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
+from engine.spec import (AnalyticalSpec, CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
                          WorkloadSpec)
 
 H100 = dict(name="h100", peak_flops_bf16=989.4e12, hbm_capacity_bytes=80e9,
@@ -19,9 +19,10 @@ L8B = dict(name="l8b", num_layers=32, hidden_size=4096, num_heads=32, num_kv_hea
 IDEAL = CalibrationSpec(1.0, 1.0, 1.0, 0.0, 1.0, name="ideal")
 
 
-def specs(tp=1, batch=1, prompt=512, output=128, calib=IDEAL, **hw):
+def specs(tp=1, batch=1, prompt=512, output=128, calib=IDEAL, opts=None, **hw):
     return Specs(HardwareSpec(**{**H100, **hw}), ModelSpec(**L8B), PartitionSpec(tp=tp),
-                 WorkloadSpec(prompt_len=prompt, output_len=output, batch_size=batch), calib)
+                 WorkloadSpec(prompt_len=prompt, output_len=output, batch_size=batch), calib,
+                 opts or AnalyticalSpec())
 
 
 def test_mean_of_max_affine_matches_brute_force():
@@ -39,8 +40,9 @@ def test_mean_of_max_affine_matches_brute_force():
 
 def test_tpot_is_mean_of_discrete_steps():
     """TPOT = mean over decode steps at contexts S+1..S+N-1 of max(compute, memory): recompute it
-    step by step from the table's per-token quantities at a batch where the bound flips."""
-    s = specs(batch=400, prompt=16, output=512)
+    step by step from the table's per-token quantities at a batch where the bound flips.
+    roofline = "pass": one max over the whole step's FLOPs and bytes."""
+    s = specs(batch=400, prompt=16, output=512, opts=AnalyticalSpec(roofline="pass"))
     r = run(s).summary
     # per-step compute and memory times from first principles (tp=1, ideal efficiency):
     P_tok = 32 * (4096 * 128 * (2 * 32 + 2 * 8) + 3 * 4096 * 14336)

@@ -1,0 +1,38 @@
+"""Disaggregated prefill/decode (llm_perf's DisaggSpec; Splitwise, DistServe): prefill replicas
+compute the prompt's KV and hand it to a decode replica over a network link.
+
+KV hand-off of a batch of B prompts of S tokens, sent by the prefill replica's devices in
+parallel over n_links = min(prefill devices, decode devices) links:
+    bytes   = B S kvpt                      (all layers, full attention: kv_bytes_per_token)
+    WRs     = B L ceil(S / block)           (one RDMA work request per layer per KV block)
+    t_xfer  = alpha + bytes / (n_links W) + WRs x t_wr / n_links
+    t_hand  = t_xfer x (1 + eta x [partitions differ])      (decode-side re-layout, eta)
+    exposed = t_hand - rho x min(t_hand, TTFT_prefill)        (overlap with the prefill, rho)
+    TTFT_disagg = TTFT on the prefill partition + exposed
+Decode runs on its own partition undisturbed. Steady-state throughput with R prefill replicas
+feeding one decode replica: batches flow at 1 / max(TTFT_p / R, (N - 1) TPOT_d), i.e.
+    throughput = B N / max(TTFT_p / R, (N - 1) TPOT_d) over devices = decode + R x prefill.
+Co-located, a replica alternates: B N / (TTFT + (N - 1) TPOT) over its own devices.
+"""
+
+import numpy as np
+
+
+def handoff_s(B, S, kv_bytes_per_token, num_layers, block_tokens, n_links, bw, latency_s,
+              per_wr_s, relayout_factor, mismatch):
+    """KV hand-off time of a batch [s] (module docstring)."""
+    bytes_ = B * S * kv_bytes_per_token
+    wrs = B * num_layers * np.ceil(S / block_tokens)
+    xfer = latency_s + bytes_ / (n_links * bw) + wrs * per_wr_s / n_links
+    return xfer * (1.0 + relayout_factor * mismatch)
+
+
+def exposed_s(handoff, prefill_s, overlap):
+    """Part of the hand-off not hidden behind the prefill: t - rho min(t, prefill) [s]."""
+    return handoff - overlap * np.minimum(handoff, prefill_s)
+
+
+def throughput(B, N, ttft_prefill_s, tpot_s, prefill_replicas):
+    """Steady-state tokens/s of one decode replica fed by R prefill replicas."""
+    decode_s = np.maximum(N - 1, 0) * tpot_s
+    return B * N / np.maximum(ttft_prefill_s / prefill_replicas, decode_s)

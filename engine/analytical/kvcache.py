@@ -1,0 +1,60 @@
+"""KV cache in paged blocks (PagedAttention, Kwon et al., SOSP 2023): footprint per device,
+fragmentation, capacity and the number of sequences that fit. Bytes; vectorised.
+
+A sequence of n tokens occupies ceil(n / b) blocks of b tokens (``kv_block_tokens``); the unused
+tail of its last block is internal fragmentation, 1 - n / (b ceil(n/b)). Per device the cache is
+split min(tp, KV heads) x pp x sp ways (``memory.kv_shard_factor``).
+    capacity per device = (HBM - weights - activations - reserve) x kv_usable_fraction
+    max concurrent sequences at context n = floor(capacity / per-sequence bytes per device)
+Weights per device: non-expert weights / (tp pp) + routed experts / (max(tp, ep) pp), with
+group-scale overhead (``precision``).
+"""
+
+import numpy as np
+
+from engine.analytical import memory, parallel
+from engine.analytical.params import param_counts
+from engine.analytical.precision import weight_bytes_per_param
+from engine.spec import ModelSpec
+
+
+def paged_tokens(context_len, block_tokens):
+    """Tokens' worth of KV a sequence of ``context_len`` tokens holds in whole blocks:
+    b ceil(n / b)."""
+    return np.ceil(np.asarray(context_len, dtype=float) / block_tokens) * block_tokens
+
+
+def fragmentation(context_len, block_tokens):
+    """Fraction of a sequence's KV blocks left empty: 1 - n / (b ceil(n/b))."""
+    return 1.0 - np.asarray(context_len, dtype=float) / paged_tokens(context_len, block_tokens)
+
+
+def sequence_bytes(model: ModelSpec, context_len, block_tokens):
+    """KV bytes one sequence of ``context_len`` tokens holds in paged blocks (all layers;
+    sliding-window layers keep at most the window)."""
+    return (memory.kv_layer_positions(model, paged_tokens(context_len, block_tokens))
+            * memory.kv_bytes_per_layer_token(model))
+
+
+def weights_per_device(model: ModelSpec, tp, pp, ep):
+    """Weight bytes one device holds: (total - experts) / (tp pp) + experts / (max(tp, ep) pp)."""
+    pc = param_counts(model)
+    wb = weight_bytes_per_param(model)
+    return ((pc.total - pc.experts) * wb / tp + pc.experts * wb / parallel.expert_shard(tp, ep)) / pp
+
+
+def footprint(model: ModelSpec, B, context_len, tp, pp, ep, sp, pass_tokens, hbm_bytes,
+              reserve_bytes, usable_fraction, block_tokens):
+    """Per-device memory of a batch of B sequences at ``context_len`` tokens; dict of arrays.
+
+    weights, activations (of a pass of ``pass_tokens`` tokens), kv (paged), kv_capacity, fits,
+    max_seqs (concurrent sequences the capacity holds at this context), fragmentation."""
+    split = memory.kv_shard_factor(memory.kv_heads(model), tp, pp, sp)
+    w = weights_per_device(model, tp, pp, ep)
+    act = memory.activation_peak_bytes(model, pass_tokens / sp, B, tp)
+    seq = sequence_bytes(model, context_len, block_tokens) / split
+    kv = B * seq
+    cap = memory.kv_capacity_bytes(hbm_bytes, w, act, reserve_bytes, usable_fraction)
+    fits = (w + act + reserve_bytes <= hbm_bytes) & (kv <= cap)
+    return dict(weights=w, activations=act, kv=kv, kv_capacity=cap, fits=fits,
+                max_seqs=np.floor(cap / seq), fragmentation=fragmentation(context_len, block_tokens))

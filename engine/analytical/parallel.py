@@ -1,0 +1,117 @@
+"""Parallel layout: which link each collective uses, and the communication of one forward pass.
+
+A replica is tp x sp devices per stage times pp stages (``PartitionSpec``). Groups are laid out
+innermost first: a TP group is tp consecutive devices, a stage's tp x sp devices hold the SP and
+EP groups, and the pp stages follow. A group uses the scale-up link (NVLink, ICI) when it fits in
+one node (group size <= devices_per_node), else the scale-out network; x comm_efficiency.
+
+Communication of one pass of T tokens through all L layers (seconds, alpha-beta, ``comm``):
+    TP   2 all-reduces per dense layer (after attention, after the FFN) of (T/sp) h act bytes;
+         MoE layers with ep = 1 the same, with ep > 1 one (attention) plus
+    EP   2 all-to-alls per MoE layer (dispatch, combine) over ep devices, each device sending its
+         T k / ep routed token copies of h act bytes;
+    SP   1 all-gather per layer of the new tokens' K/V over sp devices, (T/sp) x KV bytes per layer
+         per TP rank (context parallelism as in Llama 3, arXiv 2407.21783 sec. 3.3.2);
+    PP   (pp - 1) point-to-point hand-offs of (T/sp) h act bytes.
+Every term is affine in T (alpha terms + bytes/W), so a pass's communication is c0 + c1 T.
+"""
+
+import numpy as np
+
+from engine.analytical import comm, memory
+from engine.analytical.params import layer_split
+from engine.errors import SpecError
+from engine.spec import DTYPE_BYTES, Specs
+
+
+def link(specs: Specs, group_devices):
+    """(bytes/s, latency s) of the link a group of ``group_devices`` devices uses: scale-up when
+    the group fits in one node, else scale-out; bandwidth x comm_efficiency. Raises SpecError when
+    a needed link has no figure."""
+    hw, eff = specs.hardware, specs.calibration.comm_efficiency
+    g = np.asarray(group_devices, dtype=float)
+    in_node = g <= hw.devices_per_node
+    multi = g > 1
+    if hw.scaleup_bandwidth_bytes_s is None and np.any(in_node & multi):
+        raise SpecError("hardware.scaleup_bandwidth", None,
+                        f"a scale-up link bandwidth for {hw.name} (the partition spans devices)")
+    if hw.scaleout_bandwidth_bytes_s is None and np.any(~in_node & multi):
+        raise SpecError("hardware.scaleout_bandwidth", None,
+                        f"a scale-out bandwidth for {hw.name}: a group spans more than "
+                        f"devices_per_node={hw.devices_per_node} devices")
+    up = hw.scaleup_bandwidth_bytes_s or np.nan
+    out = hw.scaleout_bandwidth_bytes_s or np.nan
+    bw = np.where(in_node, up, out) * eff
+    lat = np.where(in_node, hw.scaleup_latency_s, hw.scaleout_latency_s)
+    return bw, lat
+
+
+def pass_comm(specs: Specs, tp, pp, ep, sp, algorithm: str):
+    """Communication of one pass as affine coefficients: returns (c0, c1, hop0, hop1) with
+    comm(T) = c0 + c1 T for T > 0 (all of TP, EP, SP and the PP hand-offs) and the PP hand-offs
+    alone hop(T) = hop0 + hop1 T. ``algorithm`` is the all-reduce's (ring or tree)."""
+    m = specs.model
+    tp, pp, ep, sp = (np.asarray(v, dtype=float) for v in (tp, pp, ep, sp))
+    act = DTYPE_BYTES[m.activation_dtype]
+    h = m.hidden_size
+    l_dense, l_moe = layer_split(m)
+    tp_bw, tp_lat = link(specs, tp)
+    st_bw, st_lat = link(specs, tp * sp)
+    rp_bw, rp_lat = link(specs, tp * sp * pp)
+
+    def affine(f):
+        zero = f(0.0)
+        return zero, f(1.0) - zero
+
+    def ar(T):
+        return comm.allreduce_time(T / sp * h * act, tp, tp_bw, tp_lat, algorithm)
+
+    def a2a(T):
+        return comm.all_to_all_time(T * max(m.experts_per_token, 1) / ep * h * act, ep, st_bw, st_lat)
+
+    kv_rank = memory.kv_bytes_per_layer_token(m) / np.minimum(tp, memory.kv_heads(m))
+
+    def ag(T):
+        return comm.all_gather_time(T / sp * kv_rank, sp, st_bw, st_lat)
+
+    def hops(T):
+        return np.where(pp > 1, comm.p2p_time(T / sp * h * act, pp - 1, rp_bw, rp_lat), 0.0)
+
+    def total(T):
+        moe = np.where(ep > 1, ar(T) + 2 * a2a(T), 2 * ar(T))
+        return 2 * l_dense * ar(T) + l_moe * moe + m.num_layers * ag(T) + hops(T)
+
+    c0, c1 = affine(total)
+    h0, h1 = affine(hops)
+    return c0, c1, h0, h1
+
+
+def overlapped(roof_s, comm_s, overlap):
+    """Time of a phase whose communication is partly hidden behind compute/memory time [s]:
+        roof + comm - overlap x min(roof, comm)
+    overlap 0: roof + comm (none); 1: max(roof, comm) (full); between: that fraction of the
+    shorter one hidden. An assumption of the job (engine.analytical.overlap)."""
+    return roof_s + comm_s - overlap * np.minimum(roof_s, comm_s)
+
+
+def expert_shard(tp, ep):
+    """Ways each MoE layer's routed experts are split over a stage: max(tp, ep) - whole experts
+    over ep devices, each tensor-split over the tp/ep devices left (ep | tp x sp required)."""
+    return np.maximum(tp, ep)
+
+
+def invalid_reasons(specs: Specs, tp, pp, ep, sp):
+    """Boolean masks (arrays) of why a partition is invalid for the model: a dict reason -> mask."""
+    m = specs.model
+    tp, pp, ep, sp = (np.asarray(v) for v in (tp, pp, ep, sp))
+    nkv = memory.kv_heads(m)
+    reasons = {
+        "heads not divisible by tp": (m.num_heads % tp) != 0,
+        "kv heads neither divide nor are a multiple of tp": ((nkv % tp) != 0) & ((tp % nkv) != 0),
+        "layers not divisible by pp": (m.num_layers % pp) != 0,
+        "ep > 1 on a dense model" if not m.is_moe else "experts not divisible by ep":
+            (ep > 1) if not m.is_moe else (m.num_experts % ep) != 0,
+        "ep does not divide tp x sp": ((tp * sp) % ep) != 0,
+        "prompt not divisible by sp": (specs.workload.prompt_len % sp) != 0,
+    }
+    return reasons

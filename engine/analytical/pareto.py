@@ -1,0 +1,139 @@
+"""Pareto sweep: every valid (PP, TP, EP, SP) x batch x prefill chunk for a device count, evaluated
+as numpy arrays in one pass, and the upper-right frontier of (throughput per GPU, interactivity).
+
+Partitions: tp, pp, sp, ep each a divisor of the device count D with tp x pp x sp dividing D
+(the rest are data-parallel replicas, dp = D / (tp pp sp)); ep only for MoE models, with
+ep | tp x sp. Invalid points are dropped with a count per reason (``parallel.invalid_reasons``,
+then "does not fit in memory"). A point is on the frontier when no other point has both higher
+throughput per GPU and higher interactivity (tokens/s per user = 1 / TPOT): sort by throughput
+descending and keep each point whose interactivity beats every point before it.
+"""
+
+import dataclasses
+import itertools
+
+import numpy as np
+import polars as pl
+
+from engine.analytical import parallel
+from engine.analytical.pipeline import evaluate
+from engine.spec import Specs
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def partitions(specs: Specs, devices: int, max_tp=0, max_pp=0, max_sp=1):
+    """Candidate (tp, pp, ep, sp) arrays whose replica divides ``devices`` (before validity)."""
+    ds = divisors(devices)
+    lim = lambda v, cap: [d for d in ds if not cap or d <= cap]  # noqa: E731
+    eps = ds if specs.model.is_moe else [1]
+    rows = [(tp, pp, ep, sp) for tp, pp, sp, ep in itertools.product(lim(ds, max_tp), lim(ds, max_pp),
+                                                                     lim(ds, max_sp), eps)
+            if devices % (tp * pp * sp) == 0]
+    return np.array(rows, dtype=float).reshape(-1, 4).T
+
+
+def grid(specs: Specs, devices: int, batches, chunks, max_tp=0, max_pp=0, max_sp=1):
+    """Flat arrays of every (partition, batch, chunk) point and the drop counts of invalid ones.
+
+    Returns (axes: dict of arrays, dropped: dict reason -> count)."""
+    tp, pp, ep, sp = partitions(specs, devices, max_tp, max_pp, max_sp)
+    reasons = parallel.invalid_reasons(specs, tp, pp, ep, sp)
+    bad = np.zeros(tp.shape, dtype=bool)
+    dropped = {}
+    n_other = len(batches) * len(chunks)
+    for why, mask in reasons.items():
+        new = mask & ~bad
+        if new.any():
+            dropped[why] = int(new.sum()) * n_other
+        bad |= mask
+    tp, pp, ep, sp = tp[~bad], pp[~bad], ep[~bad], sp[~bad]
+    b = np.asarray(batches, dtype=float)
+    c = np.asarray(chunks, dtype=float)
+    P, Bn, Cn = tp.size, b.size, c.size
+    idx_p = np.repeat(np.arange(P), Bn * Cn)
+    axes = dict(tp=tp[idx_p], pp=pp[idx_p], ep=ep[idx_p], sp=sp[idx_p],
+                dp=devices / (tp * pp * sp)[idx_p],
+                batch_size=np.tile(np.repeat(b, Cn), P), prefill_chunk=np.tile(c, P * Bn))
+    return axes, dropped
+
+
+def frontier_mask(x, y):
+    """True where (x, y) is on the upper-right frontier (no point has both larger x and y)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    idx = np.flatnonzero(ok)
+    order = idx[np.lexsort((-y[idx], -x[idx]))]      # x descending, ties by y descending
+    ys = y[order]
+    best_before = np.concatenate([[-np.inf], np.maximum.accumulate(ys)[:-1]])
+    keep = np.zeros(x.shape, dtype=bool)
+    keep[order[ys > best_before]] = True
+    return keep
+
+
+def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, max_sp=1,
+          x_metric="throughput_tok_s_per_gpu", y_metric="interactivity_tok_s_per_user"):
+    """Evaluate every valid point; returns (table, frontier, dropped).
+
+    table: one row per valid point that fits (partition, batch, chunk and the metrics);
+    frontier: its upper-right (x_metric, y_metric) frontier, sorted by x, with a ``partition``
+    label per point; dropped: reason -> number of points left out."""
+    axes, dropped = grid(specs, devices, batches, chunks, max_tp, max_pp, max_sp)
+    if axes["tp"].size == 0:
+        empty = pl.DataFrame()
+        return empty, empty, dropped
+    # each point sets its own partition; the specs' own partition only fixes the model checks
+    res = evaluate(specs, lean=True, **axes)
+    fits = np.broadcast_to(res["fits_in_memory"], axes["tp"].shape)
+    if (~fits).any():
+        dropped["does not fit in memory"] = int((~fits).sum())
+    keep_cols = ["tp", "pp", "ep", "sp", "dp", "batch_size", "prefill_chunk", "ttft_ms", "tpot_ms",
+                 "throughput_tok_s_per_gpu", "decode_throughput_tok_s_per_gpu",
+                 "interactivity_tok_s_per_user", "weights_gb", "kv_cache_gb", "decode_bound"]
+    n = axes["tp"].size
+    cols = {k: np.broadcast_to(np.asarray(res[k]), (n,))[fits] for k in keep_cols}
+    table = pl.DataFrame(cols).with_columns(
+        pl.format("PP{}-TP{}-EP{}-SP{}", *(pl.col(c).cast(pl.Int64) for c in ("pp", "tp", "ep", "sp")))
+        .alias("partition"))
+    on = frontier_mask(table[x_metric].to_numpy(), table[y_metric].to_numpy())
+    table = table.with_columns(pl.Series("on_frontier", on))
+    frontier = table.filter(pl.col("on_frontier")).sort(x_metric)
+    return table, frontier, dropped
+
+
+def plot(table: pl.DataFrame, frontier: pl.DataFrame, path, title="",
+         x_metric="throughput_tok_s_per_gpu", y_metric="interactivity_tok_s_per_user"):
+    """Scatter of all points (grey) and the frontier coloured by winning partition, saved to
+    ``path`` (PNG) with matplotlib's Agg backend. Returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    if table.height:
+        ax.scatter(table[x_metric], table[y_metric], s=4, c="0.8", label="all valid points")
+    for name in frontier["partition"].unique(maintain_order=True).to_list():
+        f = frontier.filter(pl.col("partition") == name)
+        ax.scatter(f[x_metric], f[y_metric], s=22, label=name)
+    if frontier.height:
+        ax.plot(frontier[x_metric], frontier[y_metric], c="k", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(x_metric.replace("_", " "))
+    ax.set_ylabel(y_metric.replace("_", " "))
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def with_partition(specs: Specs, tp, pp, ep, sp) -> Specs:
+    """The specs with one partition replaced (for a point-wise re-check of a frontier point)."""
+    return dataclasses.replace(specs, partition=dataclasses.replace(
+        specs.partition, tp=int(tp), pp=int(pp), ep=int(ep), sp=int(sp)))
