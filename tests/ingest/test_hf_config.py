@@ -156,3 +156,20 @@ def test_hfconfig_command_writes_a_composable_model(tmp_path, cfg_of):
     s = specs_from_config(cfg)
     assert s.model.num_experts == 128 and s.model.expert_ffn_size == 768
     assert param_counts(s.model).total / 1e9 == pytest.approx(30.53, rel=0.01)
+
+
+GENERATED_MODELS = ["llama_2_70b", "qwen2_5_72b", "qwen3_32b", "qwen3_30b_a3b", "qwen3_235b_a22b",
+                    "gpt_oss_20b", "gpt_oss_120b"]
+
+
+@pytest.mark.parametrize("name", GENERATED_MODELS)
+def test_committed_model_yaml_equals_regenerated(name):
+    """conf/model/NAME.yaml written by `simllm-import hfconfig ../shared/data/model_configs/X.json`
+    (run from the project root) is what the adapter gives today."""
+    from tests.conftest import CONF
+
+    text = (CONF / "model" / f"{name}.yaml").read_text()
+    rel = text.split("mapped from ", 1)[1].split(" ", 1)[0]
+    hf = hf_config.read(CONF.parent / rel, name)
+    hf.source = rel
+    assert hf_config.yaml_text(hf, f"simllm-import hfconfig {rel} --name {name}") == text
