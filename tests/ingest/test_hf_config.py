@@ -170,6 +170,6 @@ def test_committed_model_yaml_equals_regenerated(name):
 
     text = (CONF / "model" / f"{name}.yaml").read_text()
     rel = text.split("mapped from ", 1)[1].split(" ", 1)[0]
-    hf = hf_config.read(CONF.parent / rel, name)
+    hf = hf_config.read(SHARED_DATA / "model_configs" / rel.rsplit("/", 1)[1], name)
     hf.source = rel
     assert hf_config.yaml_text(hf, f"simllm-import hfconfig {rel} --name {name}") == text
