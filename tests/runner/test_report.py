@@ -182,3 +182,21 @@ def test_swept_params_shows_option_name_not_its_fields():
                        "params.partition.tp": ["1", "1", "2", "2"],
                        "params.model.name": ["m"] * 4})
     assert report.swept_params(df) == ["hardware.name", "partition.tp"]
+
+
+def test_compare_matches_configs_across_commits_by_overrides():
+    """Another commit changed the config hash (new schema field) and the command added a
+    result-neutral override: runs still pair up by their result-relevant overrides."""
+    def rows(commit, extra, hashes):
+        return pl.DataFrame([{"run_id": f"{commit}{i}" + "0" * 30, "tags.simllm.git_commit": commit,
+                              "tags.simllm.config_hash": h,
+                              "tags.simllm.overrides": f"hardware.hbm_bandwidth={bw} experiment=x{extra}",
+                              "params.hardware.hbm_bandwidth": bw}
+                             for i, (bw, h) in enumerate(zip(("2TB/s", "4TB/s"), hashes))])
+    a = rows("aa", "", ("h1", "h2"))
+    b = rows("bb", " print_table=False", ("h3", "h4"))[::-1]
+    pairs, only_a, only_b = compare._match(a, b)
+    assert [(x["params.hardware.hbm_bandwidth"], y["params.hardware.hbm_bandwidth"]) for x, y in pairs] \
+        == [("2TB/s", "2TB/s"), ("4TB/s", "4TB/s")] and not only_a and not only_b
+    assert compare._kind(1.0, 1.0 + 1e-15) == "rounding" and compare._kind(1.0, 1.001) == "changed"
+    assert compare.metric_changes({"x": float("inf")}, {"x": 1.7976931348623157e308}) == []
