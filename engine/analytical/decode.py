@@ -107,3 +107,13 @@ def batch_star(sm, m: ModelSpec, S, N):
         hi = np.where(up, mid, hi)
         lo = np.where(up, lo, mid)
     return np.where(never, np.inf, np.where(first, 1.0, 2.0 ** hi))
+
+
+def batch_star_matmul(sm, m: ModelSpec):
+    """B* of the dense matmuls alone [sequences]: the batch at which streaming the non-expert
+    weights (w) stops dominating their FLOPs: B x = w + B a  ->  B* = w / (x - a), with x the
+    dense FLOP seconds per sequence (body + LM head) and a its activation traffic. The classic
+    "ridge" batch, blind to KV reads (which can keep decode memory-bound at any batch)."""
+    x = sm.flops_per_token - sm.expert_flops_per_token + sm.flops_per_logit
+    return latency.batch_star(sm.dense_weight_s, sm.act_s_per_token, x)
+

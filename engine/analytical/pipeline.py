@@ -156,6 +156,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         decode_microbatches=dc["microbatches"],
         ridge_flop_per_byte=x["peak_flops_s"] / x["hbm_bandwidth_bytes_s"],
         batch_star=bstar,
+        batch_star_matmul=decode.batch_star_matmul(sm, m) + 0.0 * B,
         power_w_per_gpu=nan_if_not_fit(pw),
         energy_j_per_token=nan_if_not_fit(j_tok),
         devices=devices,

@@ -119,7 +119,7 @@ def _scalar(v):
 
 
 #: Extra point metrics copied to the summary when present.
-_OPTIONAL = ("kv_fragmentation", "energy_j_per_token", "power_w_per_gpu", "decode_microbatches",
+_OPTIONAL = ("batch_star_matmul", "kv_fragmentation", "energy_j_per_token", "power_w_per_gpu", "decode_microbatches",
              "prefill_passes", "chunk_star", "ttft_at_chunk_star_ms", "spec_expected_tokens",
              "spec_tpot_ms", "spec_interactivity_tok_s_per_user", "spec_throughput_tok_s_per_gpu",
              "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",

@@ -41,9 +41,10 @@ class Specs:
             if m.num_experts % p.ep:
                 raise SpecError("partition.ep", p.ep,
                                 f"a divisor of model.num_experts={m.num_experts}")
-            if p.ep > p.devices_per_replica:
+            if (p.tp * p.sp) % p.ep:
+                # experts of a layer live on one pipeline stage's tp*sp devices
                 raise SpecError("partition.ep", p.ep,
-                                f"at most tp*pp*sp={p.devices_per_replica} devices of one replica")
+                                f"a divisor of tp*sp={p.tp * p.sp} (the devices of one stage)")
         if self.workload.prompt_len % p.sp:
             raise SpecError("partition.sp", p.sp,
                             f"a divisor of workload.prompt_len={self.workload.prompt_len}")
