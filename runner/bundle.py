@@ -64,11 +64,12 @@ def _trace_keys(d: dict, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def _set(d: dict, dotted: str, value) -> None:
-    *head, last = dotted.split(".")
-    for k in head:
-        d = d[k]
-    d[last] = value
+def _trace_candidates(path: str, tags: dict) -> list[Path]:
+    """Where the run's trace may be: as given, beside its job dir, in the runner's trace dirs."""
+    from runner import convert
+
+    return [Path(path), Path(tags.get("simllm.job_dir", ".")) / path,
+            *(Path(d) / path for d in getattr(convert, "TRACE_DIRS", ()))]
 
 
 def _config_from_params(p: dict) -> dict:
@@ -105,8 +106,7 @@ def make(uri: str, run_id: str, out: Path) -> Path:
         for key, path in _trace_keys(cfg):
             name = Path(path).name
             src = runs.artifact(uri, run_id, name, Path(tmp) / "trace")
-            src = src or next((p for p in (Path(path), Path(tags.get("simllm.job_dir", ".")) / path)
-                               if p.is_file()), None)
+            src = src or next((p for p in _trace_candidates(path, tags) if p.is_file()), None)
             if src is None:
                 print(f"simllm-bundle: warning: trace {path} ({key}) not found; the bundle cannot "
                       "replay without it", file=sys.stderr)
@@ -117,6 +117,10 @@ def make(uri: str, run_id: str, out: Path) -> Path:
                 shutil.copyfileobj(f, g)
             traces.append({"key": key, "original": path, "file": f"trace/{name}.gz",
                            "sha256": hashlib.sha256(Path(src).read_bytes()).hexdigest()})
+            node = cfg  # the config names the bundled copy (relative to the bundle directory)
+            for k in key.split(".")[:-1]:
+                node = node[k]
+            node["path"] = f"trace/{name}"
     cfg.setdefault("tracking", {}).update({"enabled": False, "uri": "", "experiment": "simllm"})
     cfg["print_table"] = False
     doc = {"defaults": ["config_schema", "_self_"], **cfg}
@@ -130,8 +134,9 @@ def make(uri: str, run_id: str, out: Path) -> Path:
         "engine": engine, "simllm_version": tags.get("simllm.version"),
         "git_commit": tags.get("simllm.git_commit"), "config_hash": tags.get("simllm.config_hash"),
         "command": f"simllm {overrides}".strip(),
-        "replay": f"simllm-replay {out.name}  # or: simllm --config-dir {out.name} --config-name "
-                  "bundle hydra.run.dir=OUT",
+        "replay": f"simllm-replay {out.name}",
+        "replay_cli": ("cd BUNDLE && " + ("gunzip -k trace/*.gz && " if traces else "")
+                       + "simllm --config-dir . --config-name bundle hydra.run.dir=OUT"),
         "rtol": RTOL.get(engine, DEFAULT_RTOL), "trace": traces,
         "bundled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "packages": _versions(),
     }
@@ -140,7 +145,8 @@ def make(uri: str, run_id: str, out: Path) -> Path:
         f"# simllm bundle of run {run_id}\n\nOriginal command: `{manifest['command']}` "
         f"(simllm {manifest['simllm_version']}, commit {manifest['git_commit']}).\n\n"
         f"Replay and check the metrics ({'bit-exact' if manifest['rtol'] == 0 else 'rtol ' + str(manifest['rtol'])}):"
-        f" `simllm-replay {out.name}`\n")
+        f" `simllm-replay {out.name}`\n\nOr rerun it with the CLI (no check): "
+        f"`{manifest['replay_cli']}`\n")
     return out
 
 

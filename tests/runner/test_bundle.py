@@ -94,3 +94,21 @@ def test_trace_keys_and_compression(tmp_path):
         g.write(f.read())
     assert (tmp_path / "t.csv.gz").stat().st_size < src.stat().st_size / 20
     assert gzip.decompress((tmp_path / "t.csv.gz").read_bytes()) == src.read_bytes()
+
+
+def test_des_run_with_a_trace_bundles_it_compressed_and_replays(cfg_of, mlflow_uri, tmp_path, capsys):
+    overrides = ["engine=des", "workload=azure_conv_2k", "workload.num_requests=100",
+                 f"tracking.uri={mlflow_uri}", "tracking.experiment=des", "print_table=false"]
+    run_job(cfg_of(*overrides), tmp_path / "job", overrides[:3])
+    c = MlflowClient(tracking_uri=mlflow_uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("des").experiment_id])
+    out = tmp_path / "bundle"
+    bundle.make(mlflow_uri, run.info.run_id, out)
+    m = json.loads((out / "manifest.json").read_text())
+    (t,) = m["trace"]
+    assert t["key"] == "workload.trace.path" and t["file"] == "trace/azure_conv_2k.csv.gz"
+    assert m["engine"] == "des" and m["rtol"] == bundle.DEFAULT_RTOL
+    assert "path: trace/azure_conv_2k.csv" in (out / "bundle.yaml").read_text()
+    assert (out / t["file"]).stat().st_size < 25_000  # 38 KB of CSV, gzip -9
+    rows, _ = bundle.replay(out, tmp_path / "replay")
+    assert rows == []
