@@ -83,27 +83,40 @@ class Loop:
         self._t_bucket = 0.0
         ptr = 0
         heap = self.heap
-        pop = heapq.heappop
+        pop, push = heapq.heappop, heapq.heappush
         t = 0.0
+        inf = float("inf")
         while True:
-            if ptr < n_open and (not heap or (arr[ptr], 1) < heap[0][:2]):
-                t = arr[ptr]
-                self._tick(t)
+            nxt = arr[ptr] if ptr < n_open else inf
+            if nxt < inf and (not heap or (nxt, 1) < heap[0][:2]):
+                t = nxt
+                self.area += self.n_sys * (t - self.t_prev)
+                self.t_prev = t
                 self._arrive(ptr, t)
                 ptr += 1
                 continue
             if not heap:
                 break
             t, _, _, kind, rep, ver = pop(heap)
-            self._tick(t)
+            self.area += self.n_sys * (t - self.t_prev)
+            self.t_prev = t
             if kind == END:
                 if ver != rep.version:
                     continue
                 done = rep.finish(t)
                 if done:
                     self._done(done, t)
-                rep.plan_pending = True
-                self._push(t, 2, PLAN, rep)
+                nxt = arr[ptr] if ptr < n_open else inf
+                if nxt > t and (not heap or heap[0][0] > t):
+                    # nothing else happens at t: plan now instead of through a PLAN event
+                    end = rep.plan(t)
+                    if end is not None:
+                        rep.version += 1
+                        self._seq += 1
+                        push(heap, (end, 0, self._seq, END, rep, rep.version))
+                else:
+                    rep.plan_pending = True
+                    self._push(t, 2, PLAN, rep)
             elif kind == ARRIVE:
                 self._arrive(rep, t)
             else:

@@ -57,8 +57,10 @@ class Replica:
         self.prefix = prefix
         self.bt = block_tokens
         S = spec.max_num_seqs
-        for name in _INTS:
-            setattr(self, name, np.zeros(S, np.int64))
+        # one 2-D array, a row per field, so moving slots is one operation for all fields
+        self._ints = np.zeros((len(_INTS), S), np.int64)
+        for i, name in enumerate(_INTS):
+            setattr(self, name, self._ints[i])
         self.last = np.full(S, np.nan)
         self.n = 0
         self.waiting: list = []
@@ -258,19 +260,26 @@ class Replica:
         """Plan k decode steps for all running sequences (all are decoding)."""
         n = self.n
         bs = self.bs
-        own = self.ctx[:n] - self.cached[:n]
+        kmax = int(self.left[:n].min())
+        if kmax > self.max_run:
+            kmax = self.max_run
+        pc = self.prefix
+        # blocks each sequence holds at the end of k more steps: ceil((ctx + k - cached) / bs)
+        newb = (self.ctx[:n] + (kmax + bs - 1) - self.cached[:n]) // bs
         blk = self.blocks[:n]
-        kmax = min(int(self.left[:n].min()), self.max_run)
-        avail = self._avail()
-        need = int(np.maximum(-(-(own + kmax) // bs) - blk, 0).sum())
+        if self.kind == "orca":
+            need = int(np.maximum(newb - blk, 0).sum())
+        else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
+            need = int(newb.sum()) - (self.total - self.free - (pc.pages if pc is not None else 0))
+        avail = self.free + (pc.evictable_pages if pc is not None else 0)
         k = kmax
         if need > avail:
             self._make_room(None, 1)
             n = self.n
             if not n:
                 return self.plan(t)
-            own = self.ctx[:n] - self.cached[:n]
             blk = self.blocks[:n]
+            own = self.ctx[:n] - self.cached[:n]
             kmax = min(int(self.left[:n].min()), self.max_run)
             avail = self._avail()
             lo, hi = 1, kmax + 1     # need(lo) fits, need(hi) does not
@@ -281,13 +290,15 @@ class Replica:
                 else:
                     hi = mid
             k = lo
-            need = int(np.maximum(-(-(own + k) // bs) - blk, 0).sum())
+            newb = -(-(own + k) // bs)
+            need = int(np.maximum(newb - blk, 0).sum())
         if need:
             self._take(need)
-            np.maximum(blk, -(-(own + k) // bs), out=blk)
-        p0 = float(self.ctx[:n].sum() + n)
-        cum = np.cumsum(self.step_times(n, p0, k))
-        self.run = ("decode", t, cum, k, self.total - self.free, True)
+            np.maximum(blk, newb, out=blk)
+        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)
+        cum = np.cumsum(x)
+        # last field: True when the run ends at a completion (k = fewest tokens left)
+        self.run = ("decode", t, cum, k, self.total - self.free, k == int(self.left[:n].min()), x)
         return t + float(cum[-1])
 
     def truncate(self, t):
@@ -296,11 +307,11 @@ class Replica:
         run = self.run
         if run is None or run[0] != "decode" or self.plan_pending:
             return None
-        _, t0, cum, k, used, _ = run
+        _, t0, cum, k, used, _, x = run
         j = int(np.searchsorted(cum, t - t0, side="left")) + 1
         if j >= k:
             return None
-        self.run = ("decode", t0, cum[:j], j, used, None)
+        self.run = ("decode", t0, cum[:j], j, used, None, x[:j])
         return t0 + float(cum[j - 1])
 
     # --------------------------------------------------------------- finish
@@ -310,14 +321,14 @@ class Replica:
         self.run = None
         n = self.n
         if run[0] == "decode":
-            _, t0, cum, k, used, whole = run
+            _, t0, cum, k, used, whole, x = run
             dur = float(cum[-1])
             sl = slice(0, n)
             self.ctx[sl] += k
             self.left[sl] -= k
             st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
             if k > 1:
-                st.add_itl(cum[1:] - cum[:-1], float(n))
+                st.add_itl(x[1:], float(n))
             self.last[sl] = t
             if whole is None and self.kind != "orca":
                 # truncated: give back the blocks reserved for steps not taken (orca keeps
@@ -352,6 +363,8 @@ class Replica:
         if self.timeline is not None:
             self.timeline.append((self.idx, t0, t, 1 if run[0] == "single" else run[3], batch, prefill,
                                   self.total - self.free, self.n, len(self.waiting)))
+        if run[0] == "decode" and not run[5]:
+            return ()
         return self._complete(t)
 
     def _emit_first(self, s, t):
@@ -392,18 +405,19 @@ class Replica:
             return ()
         done = self.left[:n] <= 0
         idx = np.flatnonzero(done)
-        rids = self.rid[idx].tolist()
-        self.st.completion[self.rid[idx]] = t
-        for s in idx:
-            self._release(int(s))
-        keep = np.flatnonzero(~done)
-        m = len(keep)
-        for name in _INTS:
-            a = getattr(self, name)
-            a[:m] = a[keep]
-        self.last[:m] = self.last[keep]
+        rid = self.rid[idx]
+        self.st.completion[rid] = t
+        self.free += int(self.blocks[idx].sum())
+        if self.prefix is not None:
+            for s in idx[self.nhit[idx] > 0]:
+                self.prefix.release(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+        m = n - len(idx)
+        if m:
+            keep = np.flatnonzero(~done)
+            self._ints[:, :m] = self._ints[:, keep]
+            self.last[:m] = self.last[keep]
         self.n = m
-        return rids
+        return rid.tolist()
 
     def _preempt(self, s):
         """Preempt slot ``s`` by recompute: free its KV, requeue it at the front."""
@@ -416,9 +430,7 @@ class Replica:
         self._release(s)
         last = self.n - 1
         if s != last:
-            for name in _INTS:
-                a = getattr(self, name)
-                a[s] = a[last]
+            self._ints[:, s] = self._ints[:, last]
             self.last[s] = self.last[last]
         self.n = last
         self._seq += 1

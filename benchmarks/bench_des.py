@@ -1,0 +1,58 @@
+"""Speed of the discrete-event engine: 10,000 and 100,000 requests of a real chat trace.
+
+    python benchmarks/bench_des.py [--trace azure2023_conv.csv] [--rate RPS] [--scheduler vllm]
+
+Llama-3.1-8B on one H100 SXM (the default config), vLLM-style scheduler, the Azure 2023
+conversation trace from ../shared/data/traces (19,366 requests; tiled for 100,000, each repeat
+after the previous one). Prints wall time and simulated requests per wall-second; nothing is
+asserted. Reference: Vidur simulates about 40-60 requests per second on this kind of machine.
+"""
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from engine.des import DesSpec, simulate  # noqa: E402
+from engine.spec import WorkloadSpec  # noqa: E402
+from runner import schema  # noqa: E402
+from runner.convert import _resolve_trace, specs_from_config  # noqa: E402
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trace", default="azure2023_conv.csv")
+    ap.add_argument("--rate", type=float, default=0.0, help="rescale arrivals to this mean rate (0: as recorded)")
+    ap.add_argument("--scheduler", default="vllm")
+    ap.add_argument("--sizes", default="10000,100000")
+    args = ap.parse_args()
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config")
+    base = specs_from_config(cfg)
+    print(f"model {base.model.name}, hardware {base.hardware.name}, trace {args.trace}, "
+          f"scheduler {args.scheduler}, rate {'as recorded' if not args.rate else args.rate}")
+    print(f"{'requests':>9} {'wall s':>8} {'req/s':>8} {'sim s':>9} {'iterations':>11} "
+          f"{'TTFT p50/p99 ms':>17} {'TPOT p50/p99 ms':>16} {'batch':>6}")
+    for n in (int(x) for x in args.sizes.split(",")):
+        wl = _resolve_trace({"prompt_len": 1020, "output_len": 129, "arrival": "trace",
+                             "rate_rps": args.rate, "num_requests": n, "trace": {"path": args.trace}})
+        specs = replace(base, workload=WorkloadSpec(**wl))
+        t0 = time.perf_counter()
+        sim = simulate(specs, DesSpec(scheduler=args.scheduler, progress="off"))
+        wall = time.perf_counter() - t0
+        s = sim.result.summary
+        print(f"{n:>9,} {wall:>8.2f} {n / wall:>8,.0f} {sim.sim_time_s:>9,.0f} {s['iterations']:>11,} "
+              f"{s['ttft_ms_p50']:>8.1f}/{s['ttft_ms_p99']:<8.1f} {s['tpot_ms_p50']:>7.2f}/{s['tpot_ms_p99']:<8.2f}"
+              f"{s['batch_size_mean']:>6.1f}")
+
+
+if __name__ == "__main__":
+    main()
