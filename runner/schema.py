@@ -207,6 +207,7 @@ class ParetoSchema:
     max_tp: int = 0
     max_pp: int = 0
     max_sp: int = 1
+    throughput: str = "decode"
 
 
 @dataclass

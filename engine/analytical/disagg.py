@@ -9,10 +9,13 @@ parallel over n_links = min(prefill devices, decode devices) links:
     t_hand  = t_xfer x (1 + eta x [partitions differ])      (decode-side re-layout, eta)
     exposed = t_hand - rho x min(t_hand, TTFT_prefill)        (overlap with the prefill, rho)
     TTFT_disagg = TTFT on the prefill partition + exposed
-Decode runs on its own partition undisturbed. Steady-state throughput with R prefill replicas
-feeding one decode replica: batches flow at 1 / max(TTFT_p / R, (N - 1) TPOT_d), i.e.
-    throughput = B N / max(TTFT_p / R, (N - 1) TPOT_d) over devices = decode + R x prefill.
-Co-located, a replica alternates: B N / (TTFT + (N - 1) TPOT) over its own devices.
+Steady state with B sequences in flight, each generating N tokens: every decode step B/N new
+requests need their prefill (t_1 = one prompt's prefill on its partition).
+    co-located (prefill iterations interrupt decoding, vLLM-style):
+        TPOT_co = TPOT + (B / N) t_1,co          throughput = B / TPOT_co over the replica's devices
+    disaggregated (decode undisturbed; R prefill replicas must keep up):
+        TPOT_d = TPOT                            throughput = min(B / TPOT, N R / t_1,p)
+        over decode + R x prefill devices.
 """
 
 import numpy as np
@@ -32,7 +35,12 @@ def exposed_s(handoff, prefill_s, overlap):
     return handoff - overlap * np.minimum(handoff, prefill_s)
 
 
-def throughput(B, N, ttft_prefill_s, tpot_s, prefill_replicas):
-    """Steady-state tokens/s of one decode replica fed by R prefill replicas."""
-    decode_s = np.maximum(N - 1, 0) * tpot_s
-    return B * N / np.maximum(ttft_prefill_s / prefill_replicas, decode_s)
+def colocated_tpot(tpot_s, B, N, prefill_one_s):
+    """Co-located TPOT with prefill interference: TPOT + (B / N) x one prompt's prefill [s]."""
+    return tpot_s + B / N * prefill_one_s
+
+
+def throughput(B, N, tpot_s, prefill_one_s, prefill_replicas):
+    """Disaggregated steady-state tokens/s of one decode replica fed by R prefill replicas:
+    min(B / TPOT, N R / t_1)."""
+    return np.minimum(B / tpot_s, N * prefill_replicas / prefill_one_s)

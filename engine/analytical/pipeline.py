@@ -55,7 +55,7 @@ def _bound(cmp, mem, com):
 
 
 def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
-    """Disaggregated prefill/decode metrics (``disagg``) added to ``out`` in place."""
+    """Disaggregated vs co-located prefill/decode metrics (``disagg``) added to ``out`` in place."""
     d, m, opt = specs.analytical.disagg, specs.model, specs.analytical
     B, S, N = x["batch_size"], x["prompt_len"], x["output_len"]
     tp, pp, sp = x["tp"], x["pp"], x["sp"]
@@ -65,24 +65,27 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
     pep = np.minimum(x["ep"], ptp * psp)
     sm_p = step.build(specs, ptp, ppp, pep, psp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
                       x["compute_efficiency"], x["memory_bandwidth_efficiency"])
-    pf = prefill.ttft(sm_p, m, B, S, x["prefill_chunk"], ppp, opt.pp_microbatches,
-                      specs.calibration.per_request_overhead_s)
+    req = specs.calibration.per_request_overhead_s
+    pf = prefill.ttft(sm_p, m, B, S, x["prefill_chunk"], ppp, opt.pp_microbatches, req)
+    one_p = prefill.ttft(sm_p, m, 1.0, S, x["prefill_chunk"], ppp, opt.pp_microbatches, 0.0)["ttft_s"]
+    one_co = prefill.ttft(sm_d, m, 1.0, S, x["prefill_chunk"], pp, opt.pp_microbatches, 0.0)["ttft_s"]
     p_dev, d_dev = ptp * ppp * psp, tp * pp * sp
     mismatch = ((ptp != tp) | (ppp != pp) | (psp != sp)).astype(float)
     hand = disagg.handoff_s(B, S, memory.kv_bytes_per_token(m), m.num_layers, opt.kv_block_tokens,
                             np.minimum(p_dev, d_dev), d.link_bandwidth_bytes_s, d.link_latency_s,
                             d.per_wr_s, d.relayout_factor, mismatch)
     exposed = disagg.exposed_s(hand, pf["ttft_s"], d.overlap)
-    ttft_d = pf["ttft_s"] + exposed
-    thr_d = disagg.throughput(B, N, pf["ttft_s"], tpot_s, d.prefill_replicas)
-    devs = d_dev + d.prefill_replicas * p_dev
+    tpot_co = disagg.colocated_tpot(tpot_s, B, N, one_co)
+    thr_d = disagg.throughput(B, N, tpot_s, one_p, d.prefill_replicas)
     out.update(
-        disagg_ttft_ms=ttft_d * 1e3, disagg_prefill_ttft_ms=pf["ttft_s"] * 1e3,
+        disagg_ttft_ms=(pf["ttft_s"] + exposed) * 1e3, disagg_prefill_ttft_ms=pf["ttft_s"] * 1e3,
         disagg_handoff_ms=hand * 1e3, disagg_exposed_handoff_ms=exposed * 1e3,
-        disagg_throughput_tok_s_per_gpu=thr_d * x["dp"] / (devs * x["dp"]),
-        disagg_devices=devs * x["dp"],
+        disagg_tpot_ms=tpot_s * 1e3,
+        disagg_throughput_tok_s_per_gpu=thr_d / (d_dev + d.prefill_replicas * p_dev),
+        disagg_devices=(d_dev + d.prefill_replicas * p_dev) * x["dp"],
         colocated_ttft_ms=ttft_co_s * 1e3,
-        colocated_throughput_tok_s_per_gpu=B * N / (ttft_co_s + np.maximum(N - 1, 0) * tpot_s) / d_dev,
+        colocated_tpot_ms=tpot_co * 1e3,
+        colocated_throughput_tok_s_per_gpu=B / tpot_co / d_dev,
     )
 
 

@@ -124,7 +124,8 @@ _OPTIONAL = ("batch_star_matmul", "kv_fragmentation", "energy_j_per_token", "pow
              "spec_tpot_ms", "spec_interactivity_tok_s_per_user", "spec_throughput_tok_s_per_gpu",
              "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",
              "disagg_exposed_handoff_ms", "disagg_throughput_tok_s_per_gpu", "disagg_devices",
-             "colocated_ttft_ms", "colocated_throughput_tok_s_per_gpu",
+             "disagg_tpot_ms", "colocated_ttft_ms", "colocated_tpot_ms",
+             "colocated_throughput_tok_s_per_gpu",
              "decode_throughput_tok_s_per_gpu")
 
 
@@ -166,20 +167,22 @@ def run_pareto(specs: Specs) -> RunResult:
     """The Pareto sweep of ``engine.analytical.pareto`` as a RunResult: table = every valid point
     (``on_frontier`` marks the frontier), summary = counts and the two corners of the frontier."""
     pa = specs.analytical.pareto
+    x_metric = ("decode_throughput_tok_s_per_gpu" if pa.throughput == "decode"
+                else "throughput_tok_s_per_gpu")
     table, frontier, dropped = pareto.sweep(specs, pa.devices, pa.batches, pa.chunks,
-                                            pa.max_tp, pa.max_pp, pa.max_sp)
+                                            pa.max_tp, pa.max_pp, pa.max_sp, x_metric=x_metric)
     s = {"pareto_points": table.height, "pareto_frontier_points": frontier.height,
          "pareto_dropped": sum(dropped.values()), "devices": pa.devices}
     s.update({f"pareto_dropped_{k.replace(' ', '_')}": v for k, v in dropped.items()})
     if frontier.height:
         hi_thr, hi_int = frontier.row(-1, named=True), frontier.row(0, named=True)
-        s.update(max_throughput_tok_s_per_gpu=hi_thr["throughput_tok_s_per_gpu"],
+        s.update(max_throughput_tok_s_per_gpu=hi_thr[x_metric],
                  max_throughput_partition=hi_thr["partition"],
                  max_throughput_batch=int(hi_thr["batch_size"]),
                  max_interactivity_tok_s_per_user=hi_int["interactivity_tok_s_per_user"],
                  max_interactivity_partition=hi_int["partition"])
     notes = [Assumption("Pareto sweep", f"{pa.devices} devices, batches {list(pa.batches)}, "
-                        f"chunks {list(pa.chunks)}",
+                        f"chunks {list(pa.chunks)}, frontier of {x_metric} vs interactivity",
                         "every (PP, TP, EP, SP) dividing the devices; invalid points dropped: "
                         + (", ".join(f"{k}: {v}" for k, v in dropped.items()) or "none"))]
     return RunResult(summary=s, table=table, assumptions=notes + assumptions(specs))

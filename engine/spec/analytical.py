@@ -85,7 +85,9 @@ class ParetoSpec:
     """The partition x batch x chunk sweep for ``devices`` devices (``enabled`` makes a job run it).
 
     batches / chunks: the batch sizes and prefill chunk sizes tried (chunk 0 = single pass);
-    max_tp / max_pp / max_sp: bounds of the partition enumeration (0 = no bound)."""
+    max_tp / max_pp / max_sp: bounds of the partition enumeration (0 = no bound);
+    throughput: the frontier's x axis, decode (B / TPOT per GPU, llm_perf's decode frontier) or
+    e2e (B N / (TTFT + (N-1) TPOT) per GPU, prefill included)."""
 
     enabled: bool = False
     devices: int = 8
@@ -94,12 +96,14 @@ class ParetoSpec:
     max_tp: int = 0
     max_pp: int = 0
     max_sp: int = 1
+    throughput: str = "decode"
 
     _group = "engine.analytical.pareto"
 
     def __post_init__(self):
         g = self._group
         positive_int(g, "devices", self.devices)
+        one_of(g, "throughput", self.throughput, ("decode", "e2e"))
         for f in ("max_tp", "max_pp", "max_sp"):
             positive_int(g, f, getattr(self, f), minimum=0)
         if not self.batches or any((not isinstance(b, int)) or b < 1 for b in self.batches):

@@ -352,3 +352,18 @@ def test_mla_decode_pair_flops_and_latent_kv():
     assert r["fits_in_memory"]
     # latent KV replicated over TP: 32 seqs x (1088 -> 1088 slots) x 61 x 576 x 2 B per device
     assert r["kv_cache_gb"] == pytest.approx(32 * 1088 * 61 * 576 * 2 / 1e9)
+
+
+def test_colocated_vs_disaggregated_steady_state():
+    """B=32 sequences of N=256 tokens: every decode step 32/256 = 0.125 new prompts need a
+    prefill, so co-located TPOT = TPOT + 0.125 x t_1 (one 2048-token prompt's prefill on the same
+    partition); disaggregated keeps TPOT and its throughput is min(B/TPOT, N R / t_1,p)."""
+    d = DisaggSpec(enabled=True)
+    s = mk(tp=8, batch=32, prompt=2048, output=256, opts=AnalyticalSpec(disagg=d))
+    r = run(s).summary
+    t1 = run(mk(tp=8, batch=1, prompt=2048, output=256)).summary["ttft_ms_p50"]  # no overheads
+    assert r["colocated_tpot_ms"] == pytest.approx(r["tpot_ms_p50"] + 0.125 * t1)
+    assert r["disagg_tpot_ms"] == pytest.approx(r["tpot_ms_p50"])
+    thr = min(32 / r["tpot_ms_p50"], 256 / t1) * 1e3 / 16
+    assert r["disagg_throughput_tok_s_per_gpu"] == pytest.approx(thr)
+    assert r["colocated_throughput_tok_s_per_gpu"] == pytest.approx(32 / r["colocated_tpot_ms"] * 1e3 / 8)
