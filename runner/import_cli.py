@@ -44,6 +44,7 @@ def hwcsv_text(csv_path: Path, name: str, description: str | None = None,
 
     sheet = read_sheet(_rel(csv_path), name, description=description, sparse_to_dense=sparse_factor,
                        text=Path(csv_path).read_text(encoding="utf-8"))
+    sheet.hardware_spec()                # the engine's own checks, before anything is written
     return sheet.yaml_text(f"simllm-import hwcsv {_rel(csv_path)} --name {name}")
 
 

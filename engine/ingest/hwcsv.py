@@ -29,12 +29,13 @@ unit of the wrong kind for the param (a bandwidth in TFLOPS), a negative, zero o
 import csv
 import io
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pint
 
+from engine.ingest.sheet_vocab import (CHIP, DIVIDE, FIELD_ORDER, KINDS, MULTIPLY, REQUIRED_FIELDS, display,
+                                       fmt, resolve, same_text)
 from engine.ingest.units import registry
 from engine.spec import HardwareSpec
 
@@ -46,80 +47,6 @@ OPTIONAL_COLUMNS = ("dense_or_sparse", "per", "count", "direction", "wins", "not
 #: math rate, so dense = sparse x 0.5. A sheet may state another (row ``sparse_to_dense_factor``).
 DEFAULT_SPARSE_TO_DENSE = 0.5
 
-PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4", "tf32")
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a param measures: the SI unit pint converts to, the unit written in the YAML, and the
-    largest value that is a chip rather than a unit slip."""
-
-    si: str
-    display: str
-    limit: float
-    what: str
-
-
-KINDS = {
-    "compute": Kind("FLOP / second", "TFLOPS", 1e18, "a compute rate (TFLOPS, TOPS, PFLOPS)"),
-    "bandwidth": Kind("byte / second", "GB/s", 100e12, "a bandwidth (GB/s, TB/s, Gb/s)"),
-    "hbm_bandwidth": Kind("byte / second", "TB/s", 100e12, "a bandwidth (GB/s, TB/s, Gb/s)"),
-    "capacity": Kind("byte", "GB", 10e12, "a size (GB, GiB, TB)"),
-    "sram": Kind("byte", "MB", 100e9, "a size (MB, MiB, GB)"),
-    "latency": Kind("second", "us", 1e-2, "a time (us, ns, ms)"),
-    "power": Kind("watt", "W", 1e5, "a power (W, kW)"),
-    "count": Kind("dimensionless", "", 1e6, "a count"),
-    "factor": Kind("dimensionless", "", 1.0, "a fraction in (0, 1]"),
-}
-
-#: Canonical params: param -> (HardwareSchema field or None for informational rows, kind).
-PARAMS = {
-    "peak_compute": (None, "compute"),          # field from the precision column
-    "hbm_bandwidth": ("hbm_bandwidth", "hbm_bandwidth"),
-    "hbm_capacity": ("hbm_capacity", "capacity"),
-    "sram_capacity": ("sram", "sram"),
-    "scaleup_bandwidth": ("scaleup_bandwidth", "bandwidth"),
-    "scaleup_latency": ("scaleup_latency", "latency"),
-    "scaleout_bandwidth": ("scaleout_bandwidth", "bandwidth"),
-    "scaleout_latency": ("scaleout_latency", "latency"),
-    "devices_per_node": ("devices_per_node", "count"),
-    "tdp": ("tdp", "power"),
-    "hbm_stacks": (None, "count"),
-    "dies": (None, "count"),
-    "sparse_to_dense_factor": ("sparse_to_dense_factor", "factor"),
-}
-
-#: Names sheets use for the canonical params: alias -> (param, implied precision, implied direction).
-ALIASES = {
-    "tensor_peak_compute": ("peak_compute", None, None),
-    "memory_bandwidth": ("hbm_bandwidth", None, None),
-    "memory_capacity": ("hbm_capacity", None, None),
-    "sram": ("sram_capacity", None, None),
-    "onchip_sram": ("sram_capacity", None, None),
-    "l2_cache": ("sram_capacity", None, None),
-    "last_level_cache": ("sram_capacity", None, None),
-    "interconnect_bandwidth": ("scaleup_bandwidth", None, None),
-    "scaleup_bw_per_direction": ("scaleup_bandwidth", None, "per_direction"),
-    "scaleup_bw_bidirectional": ("scaleup_bandwidth", None, "bidirectional"),
-    "scaleout_bw_per_direction": ("scaleout_bandwidth", None, "per_direction"),
-    "scaleout_bw_bidirectional": ("scaleout_bandwidth", None, "bidirectional"),
-    "nic_bandwidth": ("scaleout_bandwidth", None, None),
-    "scaleup_domain_size": ("devices_per_node", None, None),
-    "power": ("tdp", None, None),
-    "hbm_count": ("hbm_stacks", None, None),
-}
-_PEAK = re.compile(r"^(?:peak|compute)_(?:tflops_|tops_)?(bf16|fp16|fp8|int8|fp4|tf32)(?:_tflops|_tops|_pflops)?$")
-
-_MULTIPLY = {"stack", "die", "chiplet", "link", "port", "xcd", "core", "tile"}
-_DIVIDE = {"system", "rack", "node", "board", "pod", "server", "tray"}
-_CHIP = {"", "chip", "device", "gpu", "package", "accelerator", "card"}
-
-#: Order of the fields in the written YAML (as in runner/schema.py HardwareSchema).
-FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
-               "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
-               "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
-               "devices_per_node", "tdp")
-_REQUIRED_FIELDS = ("peak_bf16", "hbm_capacity", "hbm_bandwidth")
 
 
 class SheetError(ValueError):
@@ -213,56 +140,17 @@ class HardwareSheet:
         return "\n".join(lines) + "\n"
 
 
+#: Marker step: a per-stack figure without a count, multiplied by the hbm_stacks row later.
+NEEDS_STACKS = "__needs_stacks__"
+
+
 def _yaml_str(s: str) -> str:
     """A YAML double-quoted scalar (safe for colons, hashes and quotes)."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _fmt(x: float) -> str:
-    s = f"{x:.10g}"
-    return s
-
-
-def display(kind: str, si: float, field_name: str = "") -> str:
-    """SI value -> the YAML text in the kind's display unit ("989.4 TFLOPS", "3.35 TB/s")."""
-    k = KINDS[kind]
-    if kind == "count":
-        return str(int(round(si)))
-    if kind == "factor":
-        return _fmt(si)
-    unit = "TOPS" if field_name == "peak_int8" else k.display
-    q = registry().Quantity(si, k.si).to("FLOPS" if unit == "TOPS" else unit)
-    scale = 1e12 if unit == "TOPS" else 1.0
-    return f"{_fmt(q.magnitude / scale)} {unit}"
-
-
 def _bool(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "y", "wins", "x")
-
-
-def _resolve(param: str, precision: str, err):
-    """param name (+ precision column) -> (canonical param, field, kind, precision, direction)."""
-    p = param.strip().lower()
-    direction = None
-    implied = None
-    if p in ALIASES:
-        p, implied, direction = ALIASES[p]
-    m = _PEAK.match(p)
-    if m:
-        implied, p = m.group(1), "peak_compute"
-    if p not in PARAMS:
-        known = sorted(set(PARAMS) | set(ALIASES) | {"peak_<precision>[_tflops]"})
-        err(f"unknown param {param!r} (known: {', '.join(known)})")
-    fld, kind = PARAMS[p]
-    prec = precision.strip().lower()
-    if p == "peak_compute":
-        if implied and prec and prec != implied:
-            err(f"param {param!r} is a {implied} figure but the precision column says {prec!r}")
-        prec = implied or prec
-        if prec not in PRECISIONS:
-            err(f"a compute figure needs a precision, one of {', '.join(PRECISIONS)} (got {prec!r})")
-        fld = f"peak_{prec}"
-    return p, fld, kind, prec, direction
 
 
 def read_sheet(path, name: str, *, description: str | None = None,
@@ -287,137 +175,156 @@ def read_sheet(path, name: str, *, description: str | None = None,
         raise SheetError(path, 1, raw_lines[0], (f"missing columns {missing}; " if missing else "")
                          + (f"unknown columns {unknown}; " if unknown else "")
                          + f"expected {', '.join(REQUIRED_COLUMNS)} (+ optional {', '.join(OPTIONAL_COLUMNS)})")
-    ureg = registry()
     figures: list[Figure] = []
     unpublished: list[str] = []
-    desc_rows = []
+    desc_rows: list[str] = []
     prev_line = 1
     for cells in reader:
-        start = prev_line + 1
-        prev_line = reader.line_num
+        start, prev_line = prev_line + 1, reader.line_num
         row_text = "\n".join(raw_lines[start - 1:reader.line_num])
         if not any(c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
             continue
         if len(cells) > len(header):
             raise SheetError(path, start, row_text, f"{len(cells)} cells for {len(header)} columns")
         r = {h: (cells[i].strip() if i < len(cells) else "") for i, h in enumerate(header)}
-
-        def err(reason, _start=start, _row=row_text):
-            raise SheetError(path, _start, _row, reason)
-
-        if r["param"].strip().lower() in ("device", "description"):
+        if r["param"].lower() in ("device", "description"):
             desc_rows.append(r["value"])
             continue
-        p, fld, kind, prec, direction = _resolve(r["param"], r["precision"], err)
-        k = KINDS[kind]
-        notes = r.get("notes", "")
-        fig = Figure(key=(), field=fld, kind=kind, si=None, line=start, row=row_text,
-                     source=r["source"], notes=notes, precision=prec, wins=_bool(r.get("wins", "")))
-        sp = r.get("dense_or_sparse", "").strip().lower()
-        fig.sparse = sp.startswith("sparse")
-        if kind == "compute" and not sp and r["value"].strip():
-            fig.steps.append(f"{r['param']}: taken as a dense figure (the sheet does not mark dense or sparse)")
-        if sp and not (sp.startswith("sparse") or sp.startswith("dense") or sp in ("n/a", "na")):
-            err(f"dense_or_sparse must be dense, sparse or n/a (got {sp!r})")
-        if fig.sparse and kind != "compute":
-            err(f"only compute figures can be sparse ({r['param']} is {k.what})")
-        value = r["value"].replace(",", "").replace("_", "")
-        if sp.endswith("n/a") and not value:
-            continue                                   # "no sparse figure published"
-        if not value:
-            if kind == "compute":
-                # A precision the chip lacks: written as null with the row's note.
-                fig.key = (fld, fig.sparse)
-                figures.append(fig)
-                continue
-            # Not published: stated, and the schema default stays.
-            unpublished.append(f"{fld or p}: not published ({r['notes'] if r.get('notes') else 'no value on the sheet'}"
-                               f"{'; ' + r['source'] if r['source'] else ''}); schema default used")
-            continue
-        try:
-            v = float(value)
-        except ValueError:
-            err(f"value {r['value']!r} is not a number")
-        if not math.isfinite(v):
-            err(f"value {r['value']!r} is not finite")
-        unit = r["unit"].strip()
-        if kind in ("count", "factor"):
-            if unit.lower() not in ("", "count", "x", "gpus", "devices", "accelerators", "chips", "stacks", "dies"):
-                err(f"{r['param']} is {k.what}; a unit {unit!r} makes no sense here")
-            si = v
-        else:
-            if not unit:
-                err(f"missing unit for {r['param']} = {r['value']} (expected {k.what})")
-            try:
-                q = ureg.Quantity(v, unit)
-                if kind == "compute" and prec not in ("int8",) and "OPS" in unit.upper() and "FLOPS" not in unit.upper():
-                    fig.steps.append(f"{r['param']}: {unit} read as {unit.upper().replace('OPS', 'FLOPS')} (one {prec} op = one FLOP)")
-                si = float(q.to(k.si).magnitude)
-            except pint.DimensionalityError:
-                err(f"unit {unit!r} is the wrong kind for {r['param']}: expected {k.what}")
-            except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError, AssertionError):
-                err(f"unit {unit!r} is not a unit pint knows (expected {k.what})")
-            if not _same_text(f"{v:g} {unit}", display(kind, si, fld)) and not (kind == "compute" and unit in ("TFLOPS", "TOPS")):
-                fig.steps.append(f"{r['param']}: {r['value']} {unit} = {display(kind, si, fld)}")
-        if v < 0:
-            err(f"{r['param']} = {r['value']} {unit} is negative")
-        if v == 0 and kind not in ("latency",) and fld != "sram":
-            err(f"{r['param']} = 0 {unit}: expected a value > 0 (leave the row out if not published)")
-        # per-stack / per-die x count, per-system / count
-        per = r.get("per", "").strip().lower().replace("per-", "").replace("per_", "")
-        per = per[:-1] if per.endswith("s") and per[:-1] in (_MULTIPLY | _DIVIDE) else per
-        count_text = r.get("count", "").strip()
-        if per not in _CHIP:
-            if per not in _MULTIPLY | _DIVIDE:
-                err(f"per must be one of chip, {', '.join(sorted(_MULTIPLY | _DIVIDE))} (got {per!r})")
-            if not count_text:
-                if per == "stack":
-                    fig.steps.append("__needs_stacks__")
-                else:
-                    err(f"a per-{per} figure needs a count (how many {per}s per chip, or chips per {per})")
-            else:
-                try:
-                    n = float(count_text)
-                except ValueError:
-                    err(f"count {count_text!r} is not a number")
-                if n <= 0:
-                    err(f"count {count_text!r} must be > 0")
-                if per in _MULTIPLY:
-                    fig.steps.append(f"{r['param']}: per {per} x {_fmt(n)} {per}s = {display(kind, si * n, fld)} per chip")
-                    si *= n
-                else:
-                    fig.steps.append(f"{r['param']}: per {per} / {_fmt(n)} chips = {display(kind, si / n, fld)} per chip")
-                    si /= n
-        elif count_text:
-            err(f"count {count_text!r} given for a per-chip figure (set per to stack, die, system ...)")
-        # link direction
-        dcol = r.get("direction", "").strip().lower().replace("-", "_").replace(" ", "_")
-        if dcol and dcol not in ("per_direction", "bidirectional", "unidirectional"):
-            err(f"direction must be per_direction or bidirectional (got {dcol!r})")
-        if direction and dcol and direction != ("bidirectional" if dcol == "bidirectional" else "per_direction"):
-            err(f"param {r['param']!r} says {direction} but the direction column says {dcol}")
-        direction = direction or ("bidirectional" if dcol == "bidirectional" else ("per_direction" if dcol else None))
-        if kind == "bandwidth":
-            if direction == "bidirectional":
-                si /= 2
-                fig.steps.append(f"{r['param']}: bidirectional / 2 = {display(kind, si, fld)} per direction")
-            elif direction is None:
-                fig.steps.append(f"{r['param']}: taken as per direction (the sheet does not say)")
-        fig.si = si
-        fig.sheet = f"{r['value']} {unit}".strip()
-        fig.key = (fld or p, fig.sparse) if kind == "compute" else (fld or p, False, None)
-        if kind == "factor" and not (0 < si <= 1):
-            err(f"{r['param']} = {r['value']} is not a fraction in (0, 1]")
-        if fld and si > k.limit * (1 + 1e-9) and kind != "factor":
-            err(f"{r['param']} = {r['value']} {unit} = {display(kind, si, fld)} is absurd for one chip "
-                f"(limit {display(kind, k.limit, fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
-        figures.append(fig)
+        out = _parse_row(path, start, row_text, r)
+        if isinstance(out, Figure):
+            figures.append(out)
+        elif out:
+            unpublished.append(out)
     sheet = _assemble(path, name, figures, description or (desc_rows[0] if desc_rows else name), sparse_to_dense)
     for u in unpublished:
         fld = u.split(":", 1)[0]
-        sheet.assumptions = [a for a in sheet.assumptions if not a.startswith(f"{fld}: not on the sheet")]
+        sheet.assumptions = [x for x in sheet.assumptions if not x.startswith(f"{fld}: not on the sheet")]
         sheet.assumptions.append(u)
     return sheet
+
+
+def _parse_row(path: str, line: int, row_text: str, r: dict):
+    """One CSV row -> a converted Figure, a "not published" note (str), or None (nothing to keep)."""
+
+    def err(reason):
+        raise SheetError(path, line, row_text, reason)
+
+    p, fld, kind, prec, direction = resolve(r["param"], r["precision"], err)
+    k = KINDS[kind]
+    fig = Figure(key=(), field=fld, kind=kind, si=None, line=line, row=row_text, source=r["source"],
+                 notes=r.get("notes", ""), precision=prec, wins=_bool(r.get("wins", "")))
+    sp = r.get("dense_or_sparse", "").lower()
+    fig.sparse = sp.startswith("sparse")
+    if sp and not (fig.sparse or sp.startswith("dense") or sp in ("n/a", "na")):
+        err(f"dense_or_sparse must be dense, sparse or n/a (got {sp!r})")
+    if fig.sparse and kind != "compute":
+        err(f"only compute figures can be sparse ({r['param']} is {k.what})")
+    value = r["value"].replace(",", "").replace("_", "")
+    if not value:
+        if sp.endswith("n/a") and sp != "n/a":
+            return None                                   # "sparse: n/a": no sparse figure published
+        if kind == "compute":                             # a precision the chip lacks: null + the note
+            fig.key = (fld, fig.sparse)
+            return fig
+        return (f"{fld or p}: not published ({r.get('notes') or 'no value on the sheet'}"
+                f"{'; ' + r['source'] if r['source'] else ''}); schema default used")
+    if kind == "compute" and not sp:
+        fig.steps.append(f"{r['param']}: taken as a dense figure (the sheet does not mark dense or sparse)")
+    v, si, unit = _value_si(r, kind, fld, prec, fig.steps, err)
+    si = _per_count(r, kind, fld, si, fig.steps, err)
+    si = _direction(r, kind, fld, direction, si, fig.steps, err)
+    fig.si, fig.sheet = si, f"{r['value']} {unit}".strip()
+    fig.key = (fld or p, fig.sparse) if kind == "compute" else (fld or p, False, None)
+    if kind == "factor" and not (0 < si <= 1):
+        err(f"{r['param']} = {r['value']} is not a fraction in (0, 1]")
+    if fld and kind != "factor" and si > k.limit * (1 + 1e-9):
+        err(f"{r['param']} = {r['value']} {unit} = {display(kind, si, fld)} is absurd for one chip "
+            f"(limit {display(kind, k.limit, fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
+    return fig
+
+
+def _value_si(r: dict, kind: str, fld, prec: str, steps: list, err):
+    """The row's value in SI units (pint), with the unit conversion recorded; sign checks."""
+    k = KINDS[kind]
+    try:
+        v = float(r["value"].replace(",", "").replace("_", ""))
+    except ValueError:
+        err(f"value {r['value']!r} is not a number")
+    if not math.isfinite(v):
+        err(f"value {r['value']!r} is not finite")
+    unit = r["unit"]
+    if kind in ("count", "factor"):
+        if unit.lower() not in ("", "count", "x", "gpus", "devices", "accelerators", "chips", "stacks", "dies"):
+            err(f"{r['param']} is {k.what}; a unit {unit!r} makes no sense here")
+        si = v
+    else:
+        if not unit:
+            err(f"missing unit for {r['param']} = {r['value']} (expected {k.what})")
+        try:
+            si = float(registry().Quantity(v, unit).to(k.si).magnitude)
+        except pint.DimensionalityError:
+            err(f"unit {unit!r} is the wrong kind for {r['param']}: expected {k.what}")
+        except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError,
+                AssertionError):
+            err(f"unit {unit!r} is not a unit pint knows (expected {k.what})")
+        up = unit.upper()
+        if kind == "compute" and prec != "int8" and "OPS" in up and "FLOPS" not in up:
+            steps.append(f"{r['param']}: {unit} read as {up.replace('OPS', 'FLOPS')} (one {prec} op = one FLOP)")
+        if not same_text(f"{v:g} {unit}", display(kind, si, fld)) and not (kind == "compute" and unit in ("TFLOPS", "TOPS")):
+            steps.append(f"{r['param']}: {r['value']} {unit} = {display(kind, si, fld)}")
+    if v < 0:
+        err(f"{r['param']} = {r['value']} {unit} is negative")
+    if v == 0 and kind != "latency" and fld != "sram":
+        err(f"{r['param']} = 0 {unit}: expected a value > 0 (leave the row out if not published)")
+    return v, si, unit
+
+
+def _per_count(r: dict, kind: str, fld, si: float, steps: list, err) -> float:
+    """per-stack / per-die figures x count, per-rack / per-system figures / count."""
+    per = r.get("per", "").lower().replace("per-", "").replace("per_", "")
+    per = per[:-1] if per.endswith("s") and per[:-1] in (MULTIPLY | DIVIDE) else per
+    count_text = r.get("count", "")
+    if per in CHIP:
+        if count_text:
+            err(f"count {count_text!r} given for a per-chip figure (set per to stack, die, system ...)")
+        return si
+    if per not in MULTIPLY | DIVIDE:
+        err(f"per must be one of chip, {', '.join(sorted(MULTIPLY | DIVIDE))} (got {per!r})")
+    if not count_text:
+        if per != "stack":
+            err(f"a per-{per} figure needs a count (how many {per}s per chip, or chips per {per})")
+        steps.append(NEEDS_STACKS)                       # resolved with the hbm_stacks row
+        return si
+    try:
+        n = float(count_text)
+    except ValueError:
+        err(f"count {count_text!r} is not a number")
+    if n <= 0:
+        err(f"count {count_text!r} must be > 0")
+    if per in MULTIPLY:
+        steps.append(f"{r['param']}: per {per} x {fmt(n)} {per}s = {display(kind, si * n, fld)} per chip")
+        return si * n
+    steps.append(f"{r['param']}: per {per} / {fmt(n)} chips = {display(kind, si / n, fld)} per chip")
+    return si / n
+
+
+def _direction(r: dict, kind: str, fld, implied, si: float, steps: list, err) -> float:
+    """Link bandwidths are per direction in the config: bidirectional figures / 2, unstated ones said."""
+    col = r.get("direction", "").lower().replace("-", "_").replace(" ", "_")
+    if col and col not in ("per_direction", "bidirectional", "unidirectional"):
+        err(f"direction must be per_direction or bidirectional (got {col!r})")
+    col = {"unidirectional": "per_direction"}.get(col, col) or None
+    if implied and col and implied != col:
+        err(f"param {r['param']!r} says {implied} but the direction column says {col}")
+    direction = implied or col
+    if kind != "bandwidth":
+        return si
+    if direction == "bidirectional":
+        steps.append(f"{r['param']}: bidirectional / 2 = {display(kind, si / 2, fld)} per direction")
+        return si / 2
+    if direction is None:
+        steps.append(f"{r['param']}: taken as per direction (the sheet does not say)")
+    return si
 
 
 def _pick(path: str, figs: list) -> tuple:
@@ -434,20 +341,12 @@ def _pick(path: str, figs: list) -> tuple:
         winners = [f for f in group if f.wins]
         if len(winners) != 1:
             a, b = group[0], group[1]
+            shown = [("no value" if f.si is None else display(f.kind, f.si, f.field or "")) for f in (a, b)]
             raise SheetError(path, b.line, b.row,
-                             f"duplicate {b.field or key[0]}: line {a.line} gives {a.si:g} and line {b.line} "
-                             f"gives {b.si:g} (SI); mark the one to use with wins=true")
+                             f"duplicate {b.field or key[0]}: line {a.line} gives {shown[0]} and line {b.line} "
+                             f"gives {shown[1]}; mark the one to use with wins=true")
         chosen[key] = (winners[0], [f for f in group if f is not winners[0]])
     return chosen
-
-
-def _same_text(a: str, b: str) -> bool:
-    """'8.0 TB/s' and '8 TB/s' are the same figure written twice."""
-    (va, _, ua), (vb, _, ub) = a.partition(" "), b.partition(" ")
-    try:
-        return ua == ub and float(va) == float(vb)
-    except ValueError:
-        return a == b
 
 
 def _uncertain(fld: str, shown: str, notes: str) -> str:
@@ -460,7 +359,7 @@ def _comment(fig: Figure, others=()) -> str:
              if fig.source else "no source given"]
     if fig.kind == "compute" and fig.si is not None:
         parts.append("sparse figure" if fig.sparse else "dense")
-    if fig.si is not None and fig.sheet and fig.kind != "count" and not _same_text(fig.sheet, display(fig.kind, fig.si, fig.field or "")):
+    if fig.si is not None and fig.sheet and fig.kind != "count" and not same_text(fig.sheet, display(fig.kind, fig.si, fig.field or "")):
         parts.append(f"sheet: {fig.sheet}")
     if fig.notes:
         parts.append(fig.notes)
@@ -480,11 +379,14 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
 
     def note_steps(f):
         for s in f.steps:
-            if s == "__needs_stacks__":
+            if s == NEEDS_STACKS:
                 if stacks is None:
                     raise SheetError(path, f.line, f.row, "a per-stack figure needs a count column or an hbm_stacks row")
                 f.si *= stacks.si
-                s = (f"{f.field}: per stack x {_fmt(stacks.si)} stacks (hbm_stacks, line {stacks.line}) = "
+                if f.si > KINDS[f.kind].limit:
+                    raise SheetError(path, f.line, f.row, f"{display(f.kind, f.si, f.field)} over {fmt(stacks.si)} "
+                                                          "stacks is absurd for one chip (is the figure per stack?)")
+                s = (f"{f.field}: per stack x {fmt(stacks.si)} stacks (hbm_stacks, line {stacks.line}) = "
                      f"{display(f.kind, f.si, f.field)} per chip")
             assumptions.append(s)
 
@@ -532,16 +434,16 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
             note_steps(f)
             dense = f.si * factor
             entries[fld] = Entry(dense, display("compute", dense, fld),
-                                 _comment(f, others) + f"; dense = sparse {display('compute', f.si, fld)} x {_fmt(factor)}")
-            assumptions.append(f"{fld}: sparse {display('compute', f.si, fld)} x {_fmt(factor)} = dense "
+                                 _comment(f, others) + f"; dense = sparse {display('compute', f.si, fld)} x {fmt(factor)}")
+            assumptions.append(f"{fld}: sparse {display('compute', f.si, fld)} x {fmt(factor)} = dense "
                                f"{display('compute', dense, fld)} ({factor_src})")
     entries["compute_figures_sparse"] = Entry(sparse_only_sheet, "true" if sparse_only_sheet else "false",
                                               "the compute figures above are sparse; the engine multiplies them by the factor below"
                                               if sparse_only_sheet else "")
-    entries["sparse_to_dense_factor"] = Entry(factor, _fmt(factor), factor_src)
+    entries["sparse_to_dense_factor"] = Entry(factor, fmt(factor), factor_src)
     if sparse_only_sheet:
         assumptions.append(f"compute figures are sparse (the sheet prints no dense ones): the engine takes "
-                           f"dense = figure x {_fmt(factor)} ({factor_src})")
+                           f"dense = figure x {fmt(factor)} ({factor_src})")
 
     for key, (f, others) in chosen.items():
         if f.kind in ("compute", "factor") or f.field is None:
@@ -565,7 +467,7 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
     for fld, default in defaults.items():
         if fld not in entries:
             assumptions.append(f"{fld}: not on the sheet; schema default {default}")
-    for req in _REQUIRED_FIELDS:
+    for req in REQUIRED_FIELDS:
         if entries.get(req) is None or entries[req].value is None:
             raise SheetError(path, 0, "", f"the sheet gives no {req} (required by HardwareSchema); add a row for it")
     # duplicates in assumptions (same step recorded twice) are dropped, order kept
