@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from engine.errors import SpecError
 from engine.spec import ModelSpec
 
 
@@ -289,7 +290,10 @@ def read(path, name: str | None = None) -> HFModel:
 def apply_hf_config(model: dict, path) -> dict:
     """``model.hf_config`` support: the JSON supplies the architecture fields and the name; the
     config's dtypes and num_params stay (they are choices of the study, not of the checkpoint)."""
-    hf = read(path)
+    try:
+        hf = read(path)
+    except (OSError, ValueError) as e:      # missing file, bad JSON, unmappable architecture
+        raise SpecError("model.hf_config", str(path), f"a readable HF config.json that maps to ModelSpec ({e})") from None
     out = dict(model)
     for k in ARCH_FIELDS:
         out[k] = hf.fields.get(k, {f.name: f.default for f in fields(ModelSpec)}[k])

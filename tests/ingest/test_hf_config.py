@@ -173,3 +173,14 @@ def test_committed_model_yaml_equals_regenerated(name):
     hf = hf_config.read(SHARED_DATA / "model_configs" / rel.rsplit("/", 1)[1], name)
     hf.source = rel
     assert hf_config.yaml_text(hf, f"simllm-import hfconfig {rel} --name {name}") == text
+
+
+def test_bad_hf_config_option_is_a_spec_error(cfg_of, tmp_path):
+    from engine.errors import SpecError
+
+    with pytest.raises(SpecError, match="model.hf_config"):
+        specs_from_config(cfg_of(f"model.hf_config={tmp_path / 'nope.json'}"))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"model_type": "llama", "hidden_size": 4096}')
+    with pytest.raises(SpecError, match="num_hidden_layers"):
+        specs_from_config(cfg_of(f"model.hf_config={broken}"))
