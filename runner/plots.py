@@ -194,42 +194,68 @@ def pareto_front(x, y) -> list[int]:
     return sorted(front, key=lambda i: x[i])
 
 
-def pareto(points: dict[str, tuple], partition: dict[str, str], labels: dict[str, str],
-           path: Path) -> Path | None:
-    """Throughput per GPU vs tokens/s per user; the frontier joined and each frontier point
-    labelled with its partition; the highest-throughput frontier point starred.
+def _label_points(ax, items, fontsize=7.5) -> None:
+    """Annotate points, trying four placements per label and taking the first whose box (in
+    display pixels, estimated from the text length) overlaps no label placed before."""
+    ax.get_xlim(), ax.get_ylim()  # settle autoscaling so transData is final
+    fig = ax.figure
+    px = fig.dpi / 72.0
+    placed = []
+    for x, y, text in items:
+        X, Y = ax.transData.transform((x, y))
+        w, h = 0.6 * fontsize * len(text) * px, 1.3 * fontsize * px
+        for dx, dy, ha, va in ((6, 4, "left", "bottom"), (6, -4, "left", "top"),
+                               (-6, -4, "right", "top"), (-6, 4, "right", "bottom")):
+            x0 = X + dx * px - (w if ha == "right" else 0)
+            y0 = Y + dy * px - (h if va == "top" else 0)
+            box = (x0, y0, x0 + w, y0 + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                       for b in placed):
+                break
+        placed.append(box)
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
+                    fontsize=fontsize)
 
-    points: run -> (tok/s/user, tok/s/GPU)."""
+
+def pareto(points: list[tuple], path: Path) -> Path | None:
+    """Throughput per GPU vs tokens/s per user; the frontier joined, each frontier point labelled
+    with its partition, the highest-throughput frontier point starred.
+
+    points: (tok/s/user, tok/s/GPU, partition label, config label) - one per run, or one per row of
+    a run's grid table (the analytical engine's Pareto sweep)."""
     plt = _plt()
-    runs = [r for r in points if None not in points[r] and all(np.isfinite(points[r]))]
-    if not runs:
+    pts = [p for p in points if p[0] is not None and p[1] is not None
+           and np.isfinite(p[0]) and np.isfinite(p[1])]
+    if not pts:
         return None
-    xs = [points[r][0] for r in runs]
-    ys = [points[r][1] for r in runs]
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     front = pareto_front(xs, ys)
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    ax.scatter(xs, ys, s=28, color="0.6", label="configs", zorder=2)
-    fx, fy = [xs[i] for i in front], [ys[i] for i in front]
-    ax.plot(fx, fy, "o-", color="tab:red", ms=6, label="Pareto frontier", zorder=3)
+    groups = sorted({p[3] for p in pts})
+    colors = dict(zip(groups, _colors(len(groups)))) if 1 < len(groups) <= _MAX_LEGEND else {}
+    for g in groups:
+        gi = [i for i, p in enumerate(pts) if p[3] == g]
+        ax.scatter([xs[i] for i in gi], [ys[i] for i in gi], s=22, color=colors.get(g, "0.6"),
+                   alpha=0.8, zorder=2, label=g if colors else None)
+    if not colors:
+        ax.collections[0].set_label("configs" if len(pts) <= len(groups) else "grid points")
+    ax.plot([xs[i] for i in front], [ys[i] for i in front], "o-", color="tab:red", ms=6,
+            label="Pareto frontier", zorder=3)
     win = max(front, key=lambda i: ys[i])
-    best = labels.get(runs[win], "")
+    best = pts[win][3]
     ax.scatter([xs[win]], [ys[win]], marker="*", s=260, color="gold", edgecolor="black", zorder=4,
-               label=f"best tok/s/GPU: {partition[runs[win]]}" + (f" ({best})" if best else ""))
-    mid = (min(xs) + max(xs)) / 2
-    for k, i in enumerate(front):
-        right = xs[i] > mid
-        ax.annotate(partition[runs[i]], (xs[i], ys[i]), textcoords="offset points",
-                    xytext=(-8 if right else 8, -14 if k % 2 else 8), fontsize=8,
-                    ha="right" if right else "left")
+               label=f"best tok/s/GPU: {pts[win][2]}" + (f" ({best})" if best and len(groups) > 1 else ""))
     ax.set_xlabel("interactivity (tokens/s per user)")
     ax.set_ylabel("throughput (tokens/s per GPU)")
     ax.set_title("Pareto frontier: throughput per GPU vs interactivity")
     _log_if_wide(ax, "x", xs)
     _log_if_wide(ax, "y", ys)
-    ax.margins(0.08)
+    ax.margins(x=0.16, y=0.1)
+    _label_points(ax, [(xs[i], ys[i], pts[i][2]) for i in front])
     handles, lbls = ax.get_legend_handles_labels()
-    fig.legend(handles, lbls, loc="lower center", ncol=1, frameon=False)
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    ncol = 2 if len(lbls) > 4 else 1
+    fig.legend(handles, lbls, loc="lower center", ncol=ncol, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * -(-len(lbls) // ncol), 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path

@@ -155,6 +155,30 @@ def _partition(row: dict) -> str:
     return s or f"tp{p['tp'] or 1}"
 
 
+def _grid_label(row: dict) -> str:
+    """'PP1-TP4-EP1-SP1' + batch 64 -> 'TP4 b64' (parts equal to 1 left out)."""
+    part = row.get("partition") or "-".join(f"{k.upper()}{int(row[k])}" for k in ("pp", "tp", "ep", "sp")
+                                             if row.get(k) is not None)
+    kept = [w for w in str(part).split("-") if not w.endswith(("P1",)) or w.startswith("TP")]
+    b = row.get("batch_size")
+    return " ".join(kept) + (f" b{int(b)}" if b is not None and b == b else "")
+
+
+def _pareto_points(rows: dict, tables: dict, labels: dict) -> list[tuple]:
+    """One point per run from its metrics, or one per row of a run's grid table (Pareto sweep)."""
+    pts = []
+    for rid, r in rows.items():
+        t = tables.get(rid)
+        cols = {"interactivity_tok_s_per_user", "throughput_tok_s_per_gpu"}
+        if t is not None and t.height > 1 and cols <= set(t.columns):
+            pts += [(g["interactivity_tok_s_per_user"], g["throughput_tok_s_per_gpu"], _grid_label(g),
+                     labels[rid]) for g in t.iter_rows(named=True)]
+        else:
+            pts.append((r.get("metrics.interactivity_tok_s_per_user"),
+                        r.get("metrics.throughput_tok_s_per_gpu"), _partition(r), labels[rid]))
+    return pts
+
+
 def load_tables(uri: str, df: pl.DataFrame, tmp: Path) -> dict[str, pl.DataFrame]:
     """Each run's ``table.parquet`` artifact (runs without one are left out)."""
     out = {}
@@ -255,9 +279,7 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
         "No per-request tables among these runs (the analytical engine has none; a DES run's "
         "table.parquet has one row per request)."), None, fig))
 
-    pts = {r: (rows[r].get("metrics.interactivity_tok_s_per_user"),
-               rows[r].get("metrics.throughput_tok_s_per_gpu")) for r in rows}
-    fig = plots.pareto(pts, {r: _partition(rows[r]) for r in rows}, labels, out / "pareto.png")
+    fig = plots.pareto(_pareto_points(rows, tables, labels), out / "pareto.png")
     sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "
                      "carry their partition, the star marks the highest throughput per GPU."
                      if fig else "No run has both throughput metrics.", None, fig))

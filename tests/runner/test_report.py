@@ -200,3 +200,17 @@ def test_compare_matches_configs_across_commits_by_overrides():
         == [("2TB/s", "2TB/s"), ("4TB/s", "4TB/s")] and not only_a and not only_b
     assert compare._kind(1.0, 1.0 + 1e-15) == "rounding" and compare._kind(1.0, 1.001) == "changed"
     assert compare.metric_changes({"x": float("inf")}, {"x": 1.7976931348623157e308}) == []
+
+
+def test_pareto_points_from_a_grid_table_and_png(tmp_path):
+    """A run whose table is the analytical Pareto sweep contributes one point per grid row."""
+    grid = pl.DataFrame({"partition": ["PP1-TP4-EP1-SP1", "PP2-TP4-EP1-SP1", "PP1-TP8-EP1-SP1"],
+                         "batch_size": [64.0, 8.0, 1.0], "interactivity_tok_s_per_user": [40.0, 30.0, 90.0],
+                         "throughput_tok_s_per_gpu": [800.0, 100.0, 12.0]})
+    rows = {"r1": {"metrics.interactivity_tok_s_per_user": 1.0, "metrics.throughput_tok_s_per_gpu": 2.0},
+            "r2": {"metrics.interactivity_tok_s_per_user": 50.0, "metrics.throughput_tok_s_per_gpu": 300.0,
+                   "params.partition.tp": "2", "params.partition.pp": "1"}}
+    pts = report._pareto_points(rows, {"r1": grid}, {"r1": "grid", "r2": "single"})
+    assert [p[2] for p in pts] == ["TP4 b64", "PP2 TP4 b8", "TP8 b1", "tp2"]
+    assert plots.pareto_front([p[0] for p in pts], [p[1] for p in pts]) == [0, 3, 2]
+    assert _is_png(plots.pareto(pts, tmp_path / "p.png"))
