@@ -163,6 +163,7 @@ class DesSchema:
     bucket_rate_rps: float = 0.0
     bucket_size: float = 0.0
     replicas: int = 0
+    prefill_replicas: int = 0
     router: str = "round_robin"
     prefix_caching: bool = False
     slo_ttft_ms: float = 1000.0

@@ -6,6 +6,9 @@ counter, so equal (time, priority) pop in push order. Priorities at equal times:
 request that arrived at that instant (requests arriving together are batched together).
 Open-loop arrivals are read from a sorted array instead of the heap.
 
+Disaggregated pools: arrivals go to the prefill replicas; a finished prefill becomes a HANDOFF
+event (priority 1) after the KV transfer time and is routed to a decode replica.
+
 Routers (``DesSpec.router``): round_robin; least_outstanding (fewest running + waiting);
 least_kv (lowest KV-block use, then fewest outstanding); prefix_affinity (longest cached
 prefix of the request's hash blocks, then fewest outstanding).
@@ -18,7 +21,7 @@ import numpy as np
 from engine.des.replica import Replica
 from engine.des.state import State
 
-END, ARRIVE, PLAN = 0, 1, 2
+END, ARRIVE, PLAN, HANDOFF = 0, 1, 2, 3
 
 
 class Router:
@@ -48,12 +51,15 @@ class Loop:
 
     def __init__(self, st: State, replicas: list[Replica], router: Router, *, users: int,
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
-                 block_size: int, bucket=None, progress=None):
+                 block_size: int, bucket=None, progress=None, decode_router=None,
+                 handoff_s=None):
         self.st, self.replicas, self.router = st, replicas, router
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
         self.bucket = bucket            # (rate, size) or None
         self.progress = progress
+        self.decode_router = decode_router      # disaggregated: routes hand-offs to decode replicas
+        self.handoff_s = handoff_s              # prompt tokens -> KV hand-off time [s]
         self.heap: list = []
         self._seq = 0
         self.n_sys = 0                  # requests arrived and not finished (Little's law)
@@ -106,6 +112,10 @@ class Loop:
                 done = rep.finish(t)
                 if done:
                     self._done(done, t)
+                if rep.handoffs:
+                    for rid in rep.handoffs:
+                        self._push(t + self.handoff_s(int(st.prompt[rid])), 1, HANDOFF, rid)
+                    rep.handoffs.clear()
                 nxt = arr[ptr] if ptr < n_open else inf
                 if nxt > t and (not heap or heap[0][0] > t):
                     # nothing else happens at t: plan now instead of through a PLAN event
@@ -119,6 +129,10 @@ class Loop:
                     self._push(t, 2, PLAN, rep)
             elif kind == ARRIVE:
                 self._arrive(rep, t)
+            elif kind == HANDOFF:
+                dec = self.decode_router.pick(rep)
+                st.replica[rep] = dec.idx
+                self._enqueue(dec, rep, t)
             else:
                 end = rep.plan(t)
                 if end is not None:
@@ -171,6 +185,10 @@ class Loop:
         self.n_sys += 1
         rep = self.router.pick(rid)
         st.replica[rid] = rep.idx
+        self._enqueue(rep, rid, t)
+
+    def _enqueue(self, rep, rid, t):
+        """Queue ``rid`` at replica ``rep``; plan it if idle, else end its decode run early."""
         rep.enqueue(rid, t)
         if rep.plan_pending:
             return

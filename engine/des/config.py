@@ -30,6 +30,9 @@ class DesSpec:
     watermark: fraction of KV blocks kept free when admitting (vLLM's watermark);
     admission: always | token_bucket (bucket_rate_rps refill, bucket_size burst; rejects counted);
     replicas: data-parallel replicas (0 = partition.dp) behind ``router``;
+    prefill_replicas: > 0 disaggregates: that many of the replicas only prefill and hand each
+        prompt's KV to one of the others, which only decode (hand-off time from
+        engine.analytical.disagg with the engine.analytical.disagg link); 0 = co-located;
     prefix_caching: reuse KV of shared prefix blocks (requests with hash ids), LRU eviction;
     slo_ttft_ms / slo_tpot_ms: goodput counts requests meeting both;
     max_decode_run: most decode iterations advanced in one event (closed-form series).
@@ -47,6 +50,7 @@ class DesSpec:
     bucket_rate_rps: float = 0.0
     bucket_size: float = 0.0
     replicas: int = 0
+    prefill_replicas: int = 0
     router: str = "round_robin"
     prefix_caching: bool = False
     slo_ttft_ms: float = 1000.0
@@ -69,6 +73,7 @@ class DesSpec:
             positive_int(g, f, getattr(self, f))
         positive_int(g, "num_kv_blocks", self.num_kv_blocks, minimum=0)
         positive_int(g, "replicas", self.replicas, minimum=0)
+        positive_int(g, "prefill_replicas", self.prefill_replicas, minimum=0)
         positive_int(g, "seed", self.seed, minimum=0)
         if not 0 <= self.watermark < 1:
             raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")

@@ -77,6 +77,8 @@ class Replica:
         self.iterations = 0
         self.preemptions = 0
         self.timeline = [] if spec.record_iterations else None
+        self.role = "both"            # both | prefill | decode (disaggregated pools)
+        self.handoffs: list = []      # prefill role: requests whose prefill just finished
 
     # ------------------------------------------------------------------ queue
     @property
@@ -165,17 +167,24 @@ class Replica:
             seq = prompt + emitted
             nhit = 0
             hashes = st.hashes[rid] if (pc is not None and st.hashes is not None) else None
-            if hashes is not None and len(hashes):
-                nhit = pc.match(hashes, (min(seq - 1, prompt)) // self.bt)
-            cached = nhit * self.bt
-            pf = seq - cached
-            reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
+            if st.kv_ready[rid]:
+                # handed off by a prefill replica: its KV (all but the last emitted token) arrives
+                hashes, cached, pf = None, 0, 0
+                reserve = (prompt + int(st.output[rid])) if self.kind == "orca" else seq - 1
+            else:
+                if hashes is not None and len(hashes):
+                    nhit = pc.match(hashes, (min(seq - 1, prompt)) // self.bt)
+                cached = nhit * self.bt
+                pf = seq - cached
+                reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
             need = -(-reserve // bs)
             avail = self.free + (pc.evictable_pages if pc is not None else 0)
             if avail - need < self.wm:
                 break
             rem = budget - used
-            if whole:
+            if not pf:
+                chunk = 0
+            elif whole:
                 if pf > rem and (out or busy):
                     break
                 chunk = pf
@@ -192,7 +201,8 @@ class Replica:
             s = self.n
             self.n += 1
             self._seq += 1
-            self.rid[s], self.ctx[s], self.left[s], self.pf[s] = rid, cached, int(st.output[rid]) - emitted, pf
+            self.rid[s], self.ctx[s], self.left[s], self.pf[s] = (rid, cached if pf else seq - 1,
+                                                                  int(st.output[rid]) - emitted, pf)
             self.blocks[s], self.adm[s], self.cached[s], self.nhit[s] = need, self._seq, cached, nhit
             self.last[s] = st.last_token[rid]
             if st.scheduled[rid] != st.scheduled[rid]:  # NaN: first admission
@@ -203,8 +213,9 @@ class Replica:
                 st.hit_tokens += cached
             else:
                 st.recompute_tokens += pf
-            out.append((s, chunk))
-            used += chunk
+            if pf:
+                out.append((s, chunk))
+                used += chunk
         return out
 
     def _need(self, idx, k):
@@ -365,6 +376,8 @@ class Replica:
                                   self.total - self.free, self.n, len(self.waiting)))
         if run[0] == "decode" and not run[5]:
             return ()
+        if self.role == "prefill":
+            self._hand_off(t)
         return self._complete(t)
 
     def _emit_first(self, s, t):
@@ -399,6 +412,30 @@ class Replica:
         if self.nhit[s]:
             self.prefix.release(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
 
+    def _hand_off(self, t):
+        """Prefill role: every sequence whose prompt is done and that still has tokens to emit
+        leaves for a decode replica (its KV is sent there; blocks here are freed)."""
+        n = self.n
+        go = (self.pf[:n] == 0) & (self.left[:n] > 0)
+        if not go.any():
+            return
+        st = self.st
+        idx = np.flatnonzero(go)
+        rid = self.rid[idx]
+        st.emitted[rid] = st.output[rid] - self.left[idx]
+        st.last_token[rid] = self.last[idx]
+        st.kv_ready[rid] = True
+        self.free += int(self.blocks[idx].sum())
+        if self.prefix is not None:
+            for s in idx[self.nhit[idx] > 0]:
+                self.prefix.release(st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+        keep = np.flatnonzero(~go)
+        m = len(keep)
+        self._ints[:, :m] = self._ints[:, keep]
+        self.last[:m] = self.last[keep]
+        self.n = m
+        self.handoffs.extend(rid.tolist())
+
     def _complete(self, t):
         n = self.n
         if not n or self.left[:n].min() > 0:
@@ -425,6 +462,7 @@ class Replica:
         rid = int(self.rid[s])
         st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
         st.last_token[rid] = self.last[s]
+        st.kv_ready[rid] = False     # recompute: prefilled again wherever it is re-admitted
         st.preemptions[rid] += 1
         self.preemptions += 1
         self._release(s)

@@ -20,6 +20,7 @@ from engine.des.metrics import request_table, summarize
 from engine.des.replica import Replica
 from engine.des.state import State
 from engine.des.workload import RequestStream, build_stream
+from engine.errors import SpecError
 from engine.result import Assumption, RunResult
 from engine.spec import Specs
 
@@ -87,6 +88,23 @@ def step_functions(sm: StepModel, noise: Noise | None):
     return one, run
 
 
+def handoff_function(specs: Specs, des: DesSpec):
+    """prompt tokens -> KV hand-off time [s] (engine.analytical.disagg.handoff_s for one prompt,
+    the link of engine.analytical.disagg, one link per device of the replica, same layout on both
+    sides, no overlap with the prefill)."""
+    from engine.analytical import disagg, memory
+
+    d = specs.analytical.disagg
+    kvpt = memory.kv_bytes_per_token(specs.model)
+    links = specs.partition.devices_per_replica
+
+    def f(prompt):
+        return float(disagg.handoff_s(1, prompt, kvpt, specs.model.num_layers, des.block_size, links,
+                                      d.link_bandwidth_bytes_s, d.link_latency_s, d.per_wr_s,
+                                      d.relayout_factor, 0.0))
+    return f
+
+
 def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: RequestStream) -> list:
     c = specs.calibration
     out = [
@@ -109,6 +127,12 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     if c.per_request_overhead_s:
         out.append(Assumption("per-request overhead", f"{c.per_request_overhead_s * 1e3:g} ms",
                               "delays the request's entry into the queue (in TTFT and E2E)"))
+    if des.prefill_replicas:
+        d = specs.analytical.disagg
+        out.append(Assumption("disaggregated pools", f"{des.prefill_replicas} prefill + "
+                              f"{replicas - des.prefill_replicas} decode replicas",
+                              f"KV hand-off over {d.link_bandwidth_bytes_s / 1e9:g} GB/s per device, "
+                              "not overlapped with the prefill; the table's replica is the decode one"))
     if des.prefix_caching:
         out.append(Assumption("prefix caching", f"{stream.block_tokens}-token hash blocks, LRU",
                               "prompt blocks join the cache when prefilled; hit tokens skip prefill"))
@@ -130,6 +154,9 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
     cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
     blocks = des.num_kv_blocks or cap.blocks
     n_rep = des.replicas or specs.partition.dp
+    if des.prefill_replicas and des.prefill_replicas >= n_rep:
+        raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
+                        f"fewer than the {n_rep} replicas (at least one must decode)")
     devices = specs.partition.devices_per_replica * n_rep
     sm = StepModel.from_specs(specs)
     one, many = step_functions(sm, noise)
@@ -141,7 +168,16 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
             pc = PrefixCache(max(1, stream.block_tokens // des.block_size))
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
-    loop = Loop(st, reps, Router(des.router, reps, st), users=stream.users,
+    router, decode_router, handoff = Router(des.router, reps, st), None, None
+    if des.prefill_replicas:
+        pre, dec = reps[:des.prefill_replicas], reps[des.prefill_replicas:]
+        for r in pre:
+            r.role = "prefill"
+        for r in dec:
+            r.role = "decode"
+        router, decode_router = Router(des.router, pre, st), Router(des.router, dec, st)
+        handoff = handoff_function(specs, des)
+    loop = Loop(st, reps, router, decode_router=decode_router, handoff_s=handoff, users=stream.users,
                 think_time_s=stream.think_time_s,
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,

@@ -182,3 +182,32 @@ def test_request_too_long_for_the_cache_is_rejected(specs_with):
     s = simulate(specs, DesSpec(num_kv_blocks=100)).result.summary
     assert s["num_rejected"] == 3 and s["rejected_too_long"] == 3
     assert WorkloadSpec(prompt_len=1, output_len=1).arrival == "batch"
+
+
+def test_disaggregated_pools_add_the_kv_handoff(specs_with):
+    # One request, 512 in / 64 out, 1 prefill + 1 decode replica. Hand-off of the 512-token KV
+    # (engine.analytical.disagg defaults: 50 GB/s per device, 5 us latency, 1 us per RDMA work
+    # request, one WR per layer per 16-token block):
+    #   bytes = 512 x 131,072 (Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x 2 B) = 67.1 MB
+    #   t = 5 us + 67,108,864 / 50e9 + 32 x 32 x 1 us = 2.3712 ms,
+    # so E2E grows by exactly that over co-located, and TTFT does not change.
+    specs = specs_with(num_requests=1, output_len=64)
+    co = simulate(specs, DesSpec(replicas=2)).result.table
+    dis = simulate(specs, DesSpec(replicas=2, prefill_replicas=1)).result.table
+    handoff_ms = (5e-6 + 512 * 131072 / 50e9 + 32 * 32 * 1e-6) * 1e3
+    assert dis["ttft_ms"][0] == pytest.approx(co["ttft_ms"][0], rel=1e-12)
+    assert dis["e2e_ms"][0] - co["e2e_ms"][0] == pytest.approx(handoff_ms, rel=1e-6)
+    assert dis["replica"][0] == 1
+
+
+def test_disaggregated_pools_conserve_and_remove_prefill_interference(specs_with):
+    specs = specs_with(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=1024,
+                       output_len=128, prompt_dist={"kind": "lognormal", "sigma": 0.6})
+    co = simulate(specs, DesSpec(replicas=4, router="least_outstanding")).result.summary
+    sim = simulate(specs, DesSpec(replicas=4, prefill_replicas=2, router="least_outstanding"))
+    dis = sim.result.summary
+    assert dis["num_completed"] == 400 and sim.state.tokens_out == dis["output_tokens"]
+    # decode replicas never run a prefill: no 1k-token pass between two tokens
+    assert dis["itl_ms_p99"] < 0.5 * co["itl_ms_p99"]
+    with pytest.raises(SpecError, match="engine.des.prefill_replicas"):
+        simulate(specs, DesSpec(replicas=2, prefill_replicas=2))
