@@ -16,10 +16,6 @@ import polars as pl
 
 from runner import runs
 
-#: Metrics that are identifiers rather than results.
-_SKIP_METRICS = ()
-
-
 def _fmt(v) -> str:
     if v is None:
         return "(absent)"
@@ -47,7 +43,7 @@ def metric_changes(a: dict, b: dict) -> list[tuple[str, object, object]]:
     out = []
     for k in sorted(set(a) | set(b)):
         x, y = _norm(a.get(k)), _norm(b.get(k))
-        if k in _SKIP_METRICS or (x is not None and y is not None and (x == y or (
+        if (x is not None and y is not None and (x == y or (
                 isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)))):
             continue
         out.append((k, x, y))
