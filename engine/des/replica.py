@@ -119,6 +119,10 @@ class Replica:
             self.run = None
             return None
         n = self.n
+        if n and not np.count_nonzero(self.pf[:n]) and (
+                not self.waiting or n >= self.max_seqs or self.budget <= n
+                or not self._head_fits(self.budget - n, self.kind == "orca")):
+            return self._decode_run(t)   # nothing to prefill and nobody can be admitted
         pf = self.pf[:n]
         dec = pf == 0
         if dec.any():
@@ -154,6 +158,26 @@ class Replica:
                 self._unreserve(didx)
                 return self._decode_run(t)
         return self._single(t, chunks, didx)
+
+    def _head_fits(self, rem, whole):
+        """Would the queue head be admitted now (KV blocks above the watermark; orca: its whole
+        prompt within ``rem`` tokens)? Mirrors the first pass of ``_admit`` with a busy batch."""
+        st, pc = self.st, self.prefix
+        rid = self.waiting[0][3]
+        prompt = int(st.prompt[rid])
+        seq = prompt + int(st.emitted[rid])
+        if st.kv_ready[rid]:
+            pf, reserve = 0, ((prompt + int(st.output[rid])) if self.kind == "orca" else seq - 1)
+        else:
+            cached = 0
+            if pc is not None and st.hashes is not None and len(st.hashes[rid]):
+                cached = pc.match(st.hashes[rid], min(seq - 1, prompt) // self.bt) * self.bt
+            pf = seq - cached
+            reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
+        avail = self.free + (pc.evictable_pages if pc is not None else 0)
+        if avail - (-(-reserve // self.bs)) < self.wm:
+            return False
+        return not (whole and pf > rem)
 
     def _admit(self, t, budget, whole, busy):
         """Admit queue heads while slots, token budget and KV blocks (above the watermark) allow.
