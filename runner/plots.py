@@ -217,9 +217,11 @@ def _label_points(ax, items, fontsize=7.5) -> None:
                     fontsize=fontsize)
 
 
-def pareto(points: list[tuple], path: Path) -> Path | None:
+def pareto(points: list[tuple], path: Path,
+           ylabel: str = "throughput (tokens/s per GPU)") -> Path | None:
     """Throughput per GPU vs tokens/s per user; the frontier joined, each frontier point labelled
-    with its partition, the highest-throughput frontier point starred.
+    with its partition, the highest-throughput frontier point starred. When several configs each
+    bring a grid of points, each gets its own frontier and only its best point is labelled.
 
     points: (tok/s/user, tok/s/GPU, partition label, config label) - one per run, or one per row of
     a run's grid table (the analytical engine's Pareto sweep)."""
@@ -229,29 +231,43 @@ def pareto(points: list[tuple], path: Path) -> Path | None:
     if not pts:
         return None
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    front = pareto_front(xs, ys)
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    groups = sorted({p[3] for p in pts})
+    groups = list(dict.fromkeys(p[3] for p in pts))  # configs, in the report's row order
+    members = {g: [i for i, p in enumerate(pts) if p[3] == g] for g in groups}
+    per_config = len(groups) > 1 and all(len(m) > 1 for m in members.values())
     colors = dict(zip(groups, _colors(len(groups)))) if 1 < len(groups) <= _MAX_LEGEND else {}
     for g in groups:
-        gi = [i for i, p in enumerate(pts) if p[3] == g]
-        ax.scatter([xs[i] for i in gi], [ys[i] for i in gi], s=22, color=colors.get(g, "0.6"),
-                   alpha=0.8, zorder=2, label=g if colors else None)
+        gi = members[g]
+        ax.scatter([xs[i] for i in gi], [ys[i] for i in gi], s=14 if per_config else 22,
+                   color=colors.get(g, "0.6"), alpha=0.35 if per_config else 0.8, zorder=2,
+                   label=None if per_config or not colors else g)
     if not colors:
         ax.collections[0].set_label("configs" if len(pts) <= len(groups) else "grid points")
-    ax.plot([xs[i] for i in front], [ys[i] for i in front], "o-", color="tab:red", ms=6,
-            label="Pareto frontier", zorder=3)
-    win = max(front, key=lambda i: ys[i])
+    labelled = []
+    if per_config:  # grid tables of several configs: one frontier per config, its best labelled
+        for g in groups:
+            gi = members[g]
+            f = [gi[j] for j in pareto_front([xs[i] for i in gi], [ys[i] for i in gi])]
+            ax.plot([xs[i] for i in f], [ys[i] for i in f], "o-", ms=4, lw=1.6,
+                    color=colors.get(g, "tab:red"), zorder=3, label=f"{g} frontier")
+            labelled.append(max(f, key=lambda i: ys[i]))
+        win = max(labelled, key=lambda i: ys[i])
+    else:
+        front = pareto_front(xs, ys)
+        ax.plot([xs[i] for i in front], [ys[i] for i in front], "o-", color="tab:red", ms=6,
+                label="Pareto frontier", zorder=3)
+        labelled = front
+        win = max(front, key=lambda i: ys[i])
     best = pts[win][3]
     ax.scatter([xs[win]], [ys[win]], marker="*", s=260, color="gold", edgecolor="black", zorder=4,
                label=f"best tok/s/GPU: {pts[win][2]}" + (f" ({best})" if best and len(groups) > 1 else ""))
     ax.set_xlabel("interactivity (tokens/s per user)")
-    ax.set_ylabel("throughput (tokens/s per GPU)")
-    ax.set_title("Pareto frontier: throughput per GPU vs interactivity")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"Pareto frontier: {ylabel.split(' (')[0]} per GPU vs interactivity")
     _log_if_wide(ax, "x", xs)
     _log_if_wide(ax, "y", ys)
     ax.margins(x=0.16, y=0.1)
-    _label_points(ax, [(xs[i], ys[i], pts[i][2]) for i in front])
+    _label_points(ax, [(xs[i], ys[i], pts[i][2]) for i in labelled])
     handles, lbls = ax.get_legend_handles_labels()
     ncol = 2 if len(lbls) > 4 else 1
     fig.legend(handles, lbls, loc="lower center", ncol=ncol, frameon=False)

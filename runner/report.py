@@ -35,7 +35,12 @@ _LOAD_UNITS = {"rate_rps": "requests/s", "arrival_rate": "requests/s", "request_
 #: (column, metric) of the sensitivity table after the swept params.
 _METRICS = (("TTFT ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT ms", "tpot_ms_p50"),
             ("TPOT p99 ms", "tpot_ms_p99"), ("tok/s", "throughput_tok_s"),
-            ("tok/s/GPU", "throughput_tok_s_per_gpu"), ("tok/s/user", "interactivity_tok_s_per_user"))
+            ("tok/s/GPU", "throughput_tok_s_per_gpu"), ("tok/s/user", "interactivity_tok_s_per_user"),
+            # runs of the analytical Pareto sweep (engine.analytical.pareto.enabled): its extremes
+            ("max tok/s/GPU", "max_throughput_tok_s_per_gpu"),
+            ("max tok/s/user", "max_interactivity_tok_s_per_user"))
+#: (column, tag) of string results; a column is shown only where some run has the tag.
+_TAGS = (("best partition", "summary.max_throughput_partition"), ("bound", "summary.bound"))
 
 
 def swept_params(df: pl.DataFrame) -> list[str]:
@@ -104,7 +109,8 @@ def _metric(df: pl.DataFrame, name: str) -> list:
 
 
 def sensitivity_table(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """One row per run (= per config): swept params, latencies, throughputs, bound, run id."""
+    """One row per run (= per config): swept params, latencies, throughputs, bound, run id.
+    Metric and tag columns that no run has are left out."""
     short = _short(keys)
     cols = {short[k]: df[f"params.{k}"].to_list() for k in keys}
     for label, m in _METRICS:
@@ -113,9 +119,11 @@ def sensitivity_table(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             p50 = _metric(df, m.replace("_p99", "_p50"))
             if all(a == b for a, b in zip(vals, p50)):
                 continue  # analytical: p99 = p50, the lower bound
-        cols[label] = pl.Series(label, vals, dtype=pl.Float64)
-    cols["bound"] = (df["tags.summary.bound"].to_list() if "tags.summary.bound" in df.columns
-                     else [None] * df.height)
+        if any(v is not None for v in vals):  # columns no run has are left out
+            cols[label] = pl.Series(label, vals, dtype=pl.Float64)
+    for label, tag in _TAGS:
+        if f"tags.{tag}" in df.columns and df[f"tags.{tag}"].drop_nulls().len():
+            cols[label] = df[f"tags.{tag}"].to_list()
     if "tags.simllm.engine" in df.columns and df["tags.simllm.engine"].n_unique() > 1:
         cols["engine"] = df["tags.simllm.engine"].to_list()
     cols["run_id"] = df["run_id"].to_list()
@@ -164,19 +172,24 @@ def _grid_label(row: dict) -> str:
     return " ".join(kept) + (f" b{int(b)}" if b is not None and b == b else "")
 
 
-def _pareto_points(rows: dict, tables: dict, labels: dict) -> list[tuple]:
-    """One point per run from its metrics, or one per row of a run's grid table (Pareto sweep)."""
-    pts = []
+def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple], str]:
+    """One point per run from its metrics, or one per row of a run's grid table (Pareto sweep);
+    and which throughput: a grid uses the one its run's frontier used
+    (``engine.analytical.pareto.throughput``: decode or e2e)."""
+    pts, kinds = [], set()
     for rid, r in rows.items():
         t = tables.get(rid)
-        cols = {"interactivity_tok_s_per_user", "throughput_tok_s_per_gpu"}
-        if t is not None and t.height > 1 and cols <= set(t.columns):
-            pts += [(g["interactivity_tok_s_per_user"], g["throughput_tok_s_per_gpu"], _grid_label(g),
-                     labels[rid]) for g in t.iter_rows(named=True)]
+        decode = r.get("params.engine.analytical.pareto.throughput") == "decode"
+        y = "decode_throughput_tok_s_per_gpu" if decode else "throughput_tok_s_per_gpu"
+        if t is not None and t.height > 1 and {"interactivity_tok_s_per_user", y} <= set(t.columns):
+            kinds.add("decode" if decode else "e2e")
+            pts += [(g["interactivity_tok_s_per_user"], g[y], _grid_label(g), labels[rid])
+                    for g in t.iter_rows(named=True)]
         else:
+            kinds.add("e2e")
             pts.append((r.get("metrics.interactivity_tok_s_per_user"),
                         r.get("metrics.throughput_tok_s_per_gpu"), _partition(r), labels[rid]))
-    return pts
+    return pts, ("decode " if kinds == {"decode"} else "")
 
 
 def load_tables(uri: str, df: pl.DataFrame, tmp: Path) -> dict[str, pl.DataFrame]:
@@ -279,7 +292,8 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
         "No per-request tables among these runs (the analytical engine has none; a DES run's "
         "table.parquet has one row per request)."), None, fig))
 
-    fig = plots.pareto(_pareto_points(rows, tables, labels), out / "pareto.png")
+    pts, kind = _pareto_points(rows, tables, labels)
+    fig = plots.pareto(pts, out / "pareto.png", ylabel=f"{kind}throughput (tokens/s per GPU)")
     sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "
                      "carry their partition, the star marks the highest throughput per GPU."
                      if fig else "No run has both throughput metrics.", None, fig))

@@ -210,7 +210,8 @@ def test_pareto_points_from_a_grid_table_and_png(tmp_path):
     rows = {"r1": {"metrics.interactivity_tok_s_per_user": 1.0, "metrics.throughput_tok_s_per_gpu": 2.0},
             "r2": {"metrics.interactivity_tok_s_per_user": 50.0, "metrics.throughput_tok_s_per_gpu": 300.0,
                    "params.partition.tp": "2", "params.partition.pp": "1"}}
-    pts = report._pareto_points(rows, {"r1": grid}, {"r1": "grid", "r2": "single"})
+    pts, kind = report._pareto_points(rows, {"r1": grid}, {"r1": "grid", "r2": "single"})
+    assert kind == ""  # e2e throughput (no run asked for the decode frontier)
     assert [p[2] for p in pts] == ["TP4 b64", "PP2 TP4 b8", "TP8 b1", "tp2"]
     assert plots.pareto_front([p[0] for p in pts], [p[1] for p in pts]) == [0, 3, 2]
     assert _is_png(plots.pareto(pts, tmp_path / "p.png"))
