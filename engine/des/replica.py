@@ -359,8 +359,7 @@ class Replica:
             _, t0, cum, k, used, whole, x = run
             dur = float(cum[-1])
             sl = slice(0, n)
-            self.ctx[sl] += k
-            self.left[sl] -= k
+            self._ints[1:3, :n] += np.array([[k], [-k]])     # rows ctx, left
             st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
             if k > 1:
                 st.add_itl(x[1:], float(n))
