@@ -277,7 +277,8 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
                                "p50 / p99 vs load" if load else f"Sensitivity to {short[xkey]}")
     sections.append(("p50 / p99 vs load" if load else "Latency vs swept parameter",
                      (f"TTFT and TPOT vs `{xkey}` (p50 solid, p99 dashed where it differs)."
-                      if fig else "Needs a numeric swept parameter with two or more values."),
+                      if fig else "Needs a numeric swept parameter with two or more values and "
+                      "runs with TTFT/TPOT metrics."),
                      None, fig))
 
     samples = {}
