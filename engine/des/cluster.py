@@ -16,8 +16,6 @@ prefix of the request's hash blocks, then fewest outstanding).
 
 import heapq
 
-import numpy as np
-
 from engine.des.replica import Replica
 from engine.des.state import State
 
@@ -211,4 +209,4 @@ def kv_time_average(replicas) -> tuple[float, float]:
     return float(kv), float(sum(r.batch_area for r in replicas) / busy)
 
 
-__all__ = ["Loop", "Router", "kv_time_average", "np"]
+__all__ = ["Loop", "Router", "kv_time_average"]

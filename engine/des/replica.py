@@ -126,7 +126,7 @@ class Replica:
         pf = self.pf[:n]
         dec = pf == 0
         if dec.any():
-            self._make_room(dec, 1)
+            self._make_room(1)
             n = self.n
             pf = self.pf[:n]
             dec = pf == 0
@@ -250,7 +250,7 @@ class Replica:
     def _avail(self):
         return self.free + (self.prefix.evictable_pages if self.prefix is not None else 0)
 
-    def _make_room(self, dec_mask, k):
+    def _make_room(self, k):
         """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
         while self.n:
             idx = np.flatnonzero(self.pf[:self.n] == 0)
@@ -309,7 +309,7 @@ class Replica:
         avail = self.free + (pc.evictable_pages if pc is not None else 0)
         k = kmax
         if need > avail:
-            self._make_room(None, 1)
+            self._make_room(1)
             n = self.n
             if not n:
                 return self.plan(t)
