@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.des.trace import Trace, load_trace
+from engine.errors import SpecError
 from engine.spec.workload import LengthDist, WorkloadSpec
 
 
@@ -110,6 +111,9 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
         output = sample_lengths(spec.output_dist, spec.output_len, n, r_len)
     users = 0
     if spec.arrival == "trace":
+        if t_arr is None:
+            raise SpecError("workload.arrival", "trace", f"a synthetic process (poisson, gamma, "
+                            f"closed_loop, batch): {spec.trace.path} has no arrival times")
         arrival = t_arr
         if spec.rate_rps > 0 and n > 1 and arrival[-1] > 0:
             arrival = arrival * ((n - 1) / arrival[-1]) / spec.rate_rps

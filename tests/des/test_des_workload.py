@@ -122,3 +122,33 @@ def test_shipped_traces_and_tiling():
     s2 = build_stream(WorkloadSpec(**wl2))
     assert (len(s2) - 1) / s2.arrival_s[-1] == pytest.approx(10.0)
     assert Path(s2.source).name == "azure_conv_2k.csv"
+
+
+def test_parquet_and_json_with_a_column_mapping(tmp_path):
+    # Custom column names and units: t in ms, lengths "in"/"out"; the same rows as Parquet,
+    # a JSON array and JSON Lines give the same stream (arrivals in s since the first row).
+    import polars as pl
+
+    df = pl.DataFrame({"t": [1000, 1500, 4000], "in": [10, 20, 30], "out": [5, 6, 7]})
+    df.write_parquet(tmp_path / "tr.parquet")
+    df.write_json(tmp_path / "tr.json")
+    df.write_ndjson(tmp_path / "tr.jsonl")
+    for name in ("tr.parquet", "tr.json", "tr.jsonl"):
+        s = build_stream(_wl(arrival="trace", trace={
+            "path": str(tmp_path / name), "arrival_column": "t", "prompt_column": "in",
+            "output_column": "out", "time_unit": "ms"}))
+        assert s.arrival_s.tolist() == [0.0, 0.5, 3.0], name
+        assert s.prompt.tolist() == [10, 20, 30] and s.output.tolist() == [5, 6, 7]
+    with pytest.raises(SpecError, match="workload.trace.prompt_column"):
+        build_stream(_wl(trace={"path": str(tmp_path / "tr.parquet"), "prompt_column": "nope",
+                                "output_column": "out"}))
+    with pytest.raises(SpecError, match="workload.trace.path"):
+        build_stream(_wl(trace={"path": str(tmp_path / "missing.csv")}))
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data/traces not present")
+def test_lengths_only_trace_needs_a_synthetic_arrival():
+    wl = _resolve_trace({"prompt_len": 512, "output_len": 128, "arrival": "trace",
+                         "trace": {"path": "sarathi_sharegpt_8k_filtered_llama2tok.csv"}})
+    with pytest.raises(SpecError, match="workload.arrival"):
+        build_stream(WorkloadSpec(**wl))
