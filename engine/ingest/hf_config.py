@@ -26,6 +26,7 @@ aliases tried).
 """
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -262,8 +263,14 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
         f["weight_dtype"] = "fp8"
         notes["weight_dtype"] = (f"quantization_config fp8 ({q.get('fmt', '')}, block "
                                  f"{q.get('weight_block_size')}): fp8 weights")
-        assumptions.append("fp8 checkpoint: all weights counted at 1 byte (block scales, embeddings and norms "
-                           "kept in higher precision are not counted)")
+        block = q.get("weight_block_size") or []
+        if block:
+            f["weight_group_size"] = int(math.prod(block))
+            f["weight_scale_dtype"] = "fp32"
+            notes["weight_group_size"] = f"weight_block_size {block}: one scale per {f['weight_group_size']} weights"
+            notes["weight_scale_dtype"] = "block scales stored as float32 (weight_scale_inv)"
+        assumptions.append("fp8 checkpoint: every weight counted at 1 byte + its block scale (embeddings, norms and "
+                           "the LM head kept in higher precision are counted as fp8 too)")
         if q.get("activation_scheme"):
             f["activation_dtype"] = "fp8"
             notes["activation_dtype"] = f"activation_scheme {q['activation_scheme']}: W8A8, matmuls in fp8"
@@ -272,6 +279,9 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
                            f"weight dtype; weights counted as {f['weight_dtype']} (set model.weight_dtype to "
                            "approximate)")
         notes["weight_dtype"] += f"; checkpoint quantised with {qm} (not applied)"
+    if cfg.get("num_nextn_predict_layers"):
+        assumptions.append(f"num_nextn_predict_layers {cfg['num_nextn_predict_layers']}: the multi-token-prediction "
+                           "module is not counted (it serves speculative decoding, not the main model)")
     if f["weight_dtype"] == "fp32":
         notes["weight_dtype"] += " (served as fp32)"
     return HFModel(fields=f, notes=notes, assumptions=assumptions, model_type=mt, source=path)
@@ -308,7 +318,7 @@ def yaml_text(hf: HFModel, command: str = "") -> str:
            + (f" by `{command}`" if command else "") + ".",
            "defaults:", "  - model_schema", f"name: {f['name']}", f"source: \"{hf.source}\""]
     defaults = {x.name: x.default for x in fields(ModelSpec)}
-    for k in ARCH_FIELDS + ("weight_dtype", "kv_dtype", "activation_dtype"):
+    for k in ARCH_FIELDS + ("weight_dtype", "kv_dtype", "activation_dtype", "weight_group_size", "weight_scale_dtype"):
         v = f.get(k, defaults[k])
         if k not in f and v == defaults[k]:
             continue

@@ -89,6 +89,7 @@ def test_dtypes_and_mla_fields():
     assert (ds.q_lora_rank, ds.kv_lora_rank, ds.qk_rope_head_dim, ds.qk_nope_head_dim, ds.v_head_dim) == \
         (1536, 512, 64, 128, 128)
     assert ds.weight_dtype == "fp8" and ds.activation_dtype == "fp8"      # fp8 e4m3 block quantisation
+    assert (ds.weight_group_size, ds.weight_scale_dtype) == (128 * 128, "fp32")   # one fp32 scale per block
     assert hf_config.read(CONFIGS / "llama-2-7b.json").model_spec().weight_dtype == "fp16"
     oss = hf_config.read(CONFIGS / "gpt-oss-20b.json")
     assert oss.model_spec().sliding_window == 128
