@@ -36,6 +36,7 @@ def request_table(st: State) -> pl.DataFrame:
         "e2e_ms": (done - arr) * 1e3,
         "queueing_ms": (st.scheduled - arr) * 1e3,
         "preemptions": st.preemptions,
+        "recomputed_tokens": st.recomputed,
         "cached_tokens": st.cached_tokens,
         "rejected": st.rejected,
     }, nan_to_null=False)

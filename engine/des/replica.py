@@ -237,6 +237,7 @@ class Replica:
                 st.hit_tokens += cached
             else:
                 st.recompute_tokens += pf
+                st.recomputed[rid] += pf
             if pf:
                 out.append((s, chunk))
                 used += chunk
@@ -383,12 +384,14 @@ class Replica:
                 self.last[didx] = t
                 st.tokens_out += nd
             prefill = 0
+            maybe_done = didx is not None and self.left[didx].min() <= 0
             for s, c in chunks:
                 self.ctx[s] += c
                 self.pf[s] -= c
                 prefill += c
                 if self.pf[s] == 0:
                     self._emit_first(s, t)
+                    maybe_done = maybe_done or self.left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
         self.busy_s += dur
@@ -397,11 +400,11 @@ class Replica:
         if self.timeline is not None:
             self.timeline.append((self.idx, t0, t, 1 if run[0] == "single" else run[3], batch, prefill,
                                   self.total - self.free, self.n, len(self.waiting)))
-        if run[0] == "decode" and not run[5]:
-            return ()
         if self.role == "prefill":
             self._hand_off(t)
-        return self._complete(t)
+        if run[0] == "decode":
+            return self._complete(t) if run[5] else ()
+        return self._complete(t) if maybe_done else ()
 
     def _emit_first(self, s, t):
         """A sequence finished its (re)prefill: it emits a token and its prompt's full prefix

@@ -31,6 +31,7 @@ class State:
         self.emitted = np.zeros(n, np.int64)      # tokens emitted before the latest preemption
         self.cached_tokens = np.zeros(n, np.int64)  # prefix-cache hit at first admission
         self.rejected = np.zeros(n, bool)
+        self.recomputed = np.zeros(n, np.int64)     # prompt + output tokens prefilled again after preemption
         self.kv_ready = np.zeros(n, bool)           # KV handed off by a prefill replica
         # run-wide counters
         self.tokens_out = 0

@@ -89,8 +89,11 @@ def test_conservation(specs_with, blocks):
     assert (t["completion_s"] >= t["first_token_s"]).all() and (t["first_token_s"] > t["arrival_s"]).all()
     assert st.tokens_out == int(t["output_len"].sum()) == s["output_tokens"]
     assert sorted(t["request_id"].to_list()) == list(range(300))
-    for r in sim.result.summary, :
-        assert r["preemptions_total"] == int(t["preemptions"].sum())
+    assert s["preemptions_total"] == int(t["preemptions"].sum())
+    assert s["recompute_tokens"] == int(t["recomputed_tokens"].sum())
+    assert (t.filter(t["preemptions"] == 0)["recomputed_tokens"] == 0).all()
+    if blocks:
+        assert (t.filter(t["preemptions"] > 0)["recomputed_tokens"] > 0).all()
 
 
 def test_smaller_kv_cache_more_preemptions_and_higher_p99_ttft(specs_with):
