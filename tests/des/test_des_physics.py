@@ -104,3 +104,22 @@ def test_smaller_kv_cache_more_preemptions_and_higher_p99_ttft(specs_with):
     assert small["preemptions_total"] > 10
     assert small["ttft_ms_p99"] > 1.5 * big["ttft_ms_p99"]
     assert small["kv_utilisation_mean"] > big["kv_utilisation_mean"]
+
+
+def test_closed_loop_think_time(specs_with):
+    # One user, 1 s think time: each request arrives exactly 1 s after the previous completes.
+    specs = specs_with(arrival="closed_loop", concurrency=1, think_time_s=1.0, num_requests=5)
+    t = simulate(specs, DesSpec()).result.table
+    gaps = t["arrival_s"].to_numpy()[1:] - t["completion_s"].to_numpy()[:-1]
+    assert gaps == pytest.approx(1.0, abs=1e-12)
+
+
+def test_model_that_does_not_fit_reports_it(base_specs):
+    # Llama-3.1-8B's 16 GB of weights on a 12 GB device: no KV blocks, nothing runs.
+    from engine.spec import WorkloadSpec
+
+    hw = replace(base_specs.hardware, hbm_capacity_bytes=12e9)
+    specs = replace(base_specs, hardware=hw,
+                    workload=WorkloadSpec(prompt_len=512, output_len=128, num_requests=5))
+    s = simulate(specs, DesSpec()).result.summary
+    assert not s["fits_in_memory"] and s["kv_blocks"] == 0 and s["num_completed"] == 0
