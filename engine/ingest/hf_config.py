@@ -253,7 +253,7 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
     else:
         f["weight_dtype"] = "bf16"
         notes["weight_dtype"] = "torch_dtype absent: bf16 assumed"
-        assumptions.append("torch_dtype absent: weights assumed bf16")
+        assumptions.append("torch_dtype absent: bf16 assumed (weights unless quantised, KV cache, activations)")
     # KV cache and activations in the checkpoint's own float type
     f["kv_dtype"] = f["activation_dtype"] = f["weight_dtype"]
     notes["kv_dtype"] = notes["activation_dtype"] = notes["weight_dtype"]
@@ -274,10 +274,18 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
         if q.get("activation_scheme"):
             f["activation_dtype"] = "fp8"
             notes["activation_dtype"] = f"activation_scheme {q['activation_scheme']}: W8A8, matmuls in fp8"
+    elif qm == "mxfp4":
+        skipped = ", ".join(q.get("modules_to_not_convert") or []) or "none listed"
+        f["weight_dtype"], f["weight_group_size"], f["weight_scale_dtype"] = "fp4", 32, "fp8"
+        notes["weight_dtype"] = "quantization_config mxfp4: fp4 weights"
+        notes["weight_group_size"] = "MXFP4: one shared scale per 32 weights"
+        notes["weight_scale_dtype"] = "E8M0 scales, 1 byte"
+        assumptions.append(f"MXFP4 checkpoint: weights counted at fp4 + one 1-byte scale per 32; the modules it "
+                           f"leaves in {f['activation_dtype']} ({skipped}) are counted at fp4 too, since ModelSpec "
+                           "has one weight dtype (weight bytes a few % low; model.weight_dtype=bf16 gives the upper bound)")
     elif qm:
-        assumptions.append(f"quantization_config {qm} (e.g. MXFP4 MoE weights) not applied: ModelSpec has one "
-                           f"weight dtype; weights counted as {f['weight_dtype']} (set model.weight_dtype to "
-                           "approximate)")
+        assumptions.append(f"quantization_config {qm} not applied: ModelSpec has one weight dtype; weights counted "
+                           f"as {f['weight_dtype']} (set model.weight_dtype to approximate)")
         notes["weight_dtype"] += f"; checkpoint quantised with {qm} (not applied)"
     if cfg.get("num_nextn_predict_layers"):
         assumptions.append(f"num_nextn_predict_layers {cfg['num_nextn_predict_layers']}: the multi-token-prediction "

@@ -93,7 +93,9 @@ def test_dtypes_and_mla_fields():
     assert hf_config.read(CONFIGS / "llama-2-7b.json").model_spec().weight_dtype == "fp16"
     oss = hf_config.read(CONFIGS / "gpt-oss-20b.json")
     assert oss.model_spec().sliding_window == 128
-    assert any("mxfp4" in a for a in oss.assumptions)                      # stated, not applied
+    # MXFP4: 4-bit weights with one 1-byte scale per 32 -> 0.5 + 1/32 bytes per weight; stated
+    assert (oss.model_spec().weight_dtype, oss.model_spec().weight_group_size) == ("fp4", 32)
+    assert any("MXFP4" in a for a in oss.assumptions)
 
 
 def test_tied_embeddings_and_mqa_and_qwen_moe_shared_expert():
