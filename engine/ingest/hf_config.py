@@ -19,7 +19,8 @@ v_head_dim); MoE (Mixtral/gpt-oss ``num_local_experts``, Qwen-MoE ``num_experts`
 ``n_shared_experts``, ``first_k_dense_replace``); sliding-window attention (``layer_types`` with
 "sliding_attention" entries, Mistral-style ``sliding_window`` on every layer, Qwen2
 ``use_sliding_window`` + ``max_window_layers``); the dtype (``torch_dtype``/``dtype``, and
-``quantization_config``: fp8 block quantisation -> fp8 weights).
+``quantization_config``: fp8 block quantisation -> fp8 weights with one fp32 scale per block,
+MXFP4 -> fp4 weights with one 1-byte scale per 32).
 
 An architecture that lacks a required key raises :class:`HFConfigError` naming the key (and the
 aliases tried).
