@@ -27,7 +27,7 @@ from engine.analytical.pipeline import evaluate  # noqa: E402
 from runner import experiments, schema  # noqa: E402
 from runner.convert import specs_from_config  # noqa: E402
 
-BATCHES = list(range(1, 1025))                     # every batch size 1..1024
+BATCHES = list(range(1, 129))                      # every batch size 1..128
 CHUNKS = [0, 256, 512, 1024, 2048, 4096, 8192]
 
 

@@ -60,10 +60,12 @@ def all_gather_time(message_bytes, n, link_bytes_s, latency_s):
 
 def all_to_all_time(message_bytes, n, link_bytes_s, latency_s):
     """All-to-all where each of ``n`` devices holds ``message_bytes`` spread evenly over all
-    destinations (itself included) [s]:
-        (n-1) alpha + (n-1)/n M / W     (pairwise exchange; the 1/n kept locally never moves)
-    MoE expert parallelism pays two per MoE layer: dispatch tokens to their experts, combine the
-    results. Zero for n = 1."""
+    destinations (itself included), on a non-blocking switch (NVSwitch, NVLink Switch) where a
+    device sends to all n-1 peers at once [s]:
+        alpha + (n-1)/n M / W     (one round of concurrent sends; the 1/n kept locally never moves)
+    (A ring of pairwise exchanges would pay (n-1) alpha instead; Thakur et al. 2005.) MoE expert
+    parallelism pays two per MoE layer: dispatch tokens to their experts, combine the results.
+    Zero for n = 1."""
     n = np.asarray(n, dtype=float)
-    return np.where(n > 1, (n - 1.0) * latency_s
-                    + (n - 1.0) / np.maximum(n, 1.0) * message_bytes / link_bytes_s, 0.0)
+    return np.where(n > 1, latency_s + (n - 1.0) / np.maximum(n, 1.0) * message_bytes / link_bytes_s,
+                    0.0)

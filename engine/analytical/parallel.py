@@ -9,7 +9,7 @@ Communication of one pass of T tokens through all L layers (seconds, alpha-beta,
     TP   2 all-reduces per dense layer (after attention, after the FFN) of (T/sp) h act bytes;
          MoE layers with ep = 1 the same, with ep > 1 one (attention) plus
     EP   2 all-to-alls per MoE layer (dispatch, combine) over ep devices, each device sending its
-         T k / ep routed token copies of h act bytes;
+         T k / ep routed token copies of h act bytes (concurrent sends over a switch: one alpha);
     SP   1 all-gather per layer of the new tokens' K/V over sp devices, (T/sp) x KV bytes per layer
          per TP rank (context parallelism as in Llama 3, arXiv 2407.21783 sec. 3.3.2);
     PP   (pp - 1) point-to-point hand-offs of (T/sp) h act bytes.

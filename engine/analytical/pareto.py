@@ -1,9 +1,10 @@
 """Pareto sweep: every valid (PP, TP, EP, SP) x batch x prefill chunk for a device count, evaluated
 as numpy arrays in one pass, and the upper-right frontier of (throughput per GPU, interactivity).
 
-Partitions: tp, pp, sp, ep each a divisor of the device count D with tp x pp x sp dividing D
-(the rest are data-parallel replicas, dp = D / (tp pp sp)); ep only for MoE models, with
-ep | tp x sp. Invalid points are dropped with a count per reason (``parallel.invalid_reasons``,
+Partitions: tp, pp, sp, ep each a divisor of the device count D or a power of two <= D, with a
+replica of tp x pp x sp <= D devices; dp = floor(D / (tp pp sp)) replicas, the remaining
+D - dp tp pp sp devices idle (per-GPU throughput counts the devices in use); ep only for MoE
+models, with ep | tp x sp. Invalid points are dropped with a count per reason (``parallel.invalid_reasons``,
 then "does not fit in memory"). A point is on the frontier when no other point has both higher
 throughput per GPU and higher interactivity (tokens/s per user = 1 / TPOT): sort by throughput
 descending and keep each point whose interactivity beats every point before it.
@@ -25,14 +26,19 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def candidates(devices: int) -> list[int]:
+    """Sizes tried for each parallel dimension: divisors of ``devices`` and powers of two <= it."""
+    return sorted(set(divisors(devices)) | {2 ** k for k in range(devices.bit_length()) if 2 ** k <= devices})
+
+
 def partitions(specs: Specs, devices: int, max_tp=0, max_pp=0, max_sp=1):
-    """Candidate (tp, pp, ep, sp) arrays whose replica divides ``devices`` (before validity)."""
-    ds = divisors(devices)
+    """Candidate (tp, pp, ep, sp) arrays of replicas of at most ``devices`` (before validity)."""
+    ds = candidates(devices)
     lim = lambda v, cap: [d for d in ds if not cap or d <= cap]  # noqa: E731
     eps = ds if specs.model.is_moe else [1]
     rows = [(tp, pp, ep, sp) for tp, pp, sp, ep in itertools.product(lim(ds, max_tp), lim(ds, max_pp),
                                                                      lim(ds, max_sp), eps)
-            if devices % (tp * pp * sp) == 0]
+            if tp * pp * sp <= devices]
     return np.array(rows, dtype=float).reshape(-1, 4).T
 
 
@@ -56,7 +62,7 @@ def grid(specs: Specs, devices: int, batches, chunks, max_tp=0, max_pp=0, max_sp
     P, Bn, Cn = tp.size, b.size, c.size
     idx_p = np.repeat(np.arange(P), Bn * Cn)
     axes = dict(tp=tp[idx_p], pp=pp[idx_p], ep=ep[idx_p], sp=sp[idx_p],
-                dp=devices / (tp * pp * sp)[idx_p],
+                dp=np.floor(devices / (tp * pp * sp))[idx_p],
                 batch_size=np.tile(np.repeat(b, Cn), P), prefill_chunk=np.tile(c, P * Bn))
     return axes, dropped
 

@@ -70,6 +70,11 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
     one_p = prefill.ttft(sm_p, m, 1.0, S, x["prefill_chunk"], ppp, opt.pp_microbatches, 0.0)["ttft_s"]
     one_co = prefill.ttft(sm_d, m, 1.0, S, x["prefill_chunk"], pp, opt.pp_microbatches, 0.0)["ttft_s"]
     p_dev, d_dev = ptp * ppp * psp, tp * pp * sp
+    cal = specs.calibration
+    chunk = np.where((x["prefill_chunk"] > 0) & (x["prefill_chunk"] < S), x["prefill_chunk"], S)
+    p_mem = kvcache.footprint(m, B, S, ptp, ppp, pep, psp, np.where(chunk < S, chunk, B * S),
+                              x["hbm_capacity_bytes"],
+                              cal.memory_reserve_bytes, cal.kv_usable_fraction, opt.kv_block_tokens)
     mismatch = ((ptp != tp) | (ppp != pp) | (psp != sp)).astype(float)
     hand = disagg.handoff_s(B, S, memory.kv_bytes_per_token(m), m.num_layers, opt.kv_block_tokens,
                             np.minimum(p_dev, d_dev), d.link_bandwidth_bytes_s, d.link_latency_s,
@@ -77,11 +82,14 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
     exposed = disagg.exposed_s(hand, pf["ttft_s"], d.overlap)
     tpot_co = disagg.colocated_tpot(tpot_s, B, N, one_co)
     thr_d = disagg.throughput(B, N, tpot_s, one_p, d.prefill_replicas)
+    ok = p_mem["fits"]
     out.update(
-        disagg_ttft_ms=(pf["ttft_s"] + exposed) * 1e3, disagg_prefill_ttft_ms=pf["ttft_s"] * 1e3,
+        disagg_prefill_fits=ok,
+        disagg_ttft_ms=np.where(ok, (pf["ttft_s"] + exposed) * 1e3, np.nan),
+        disagg_prefill_ttft_ms=np.where(ok, pf["ttft_s"] * 1e3, np.nan),
         disagg_handoff_ms=hand * 1e3, disagg_exposed_handoff_ms=exposed * 1e3,
         disagg_tpot_ms=tpot_s * 1e3,
-        disagg_throughput_tok_s_per_gpu=thr_d / (d_dev + d.prefill_replicas * p_dev),
+        disagg_throughput_tok_s_per_gpu=np.where(ok, thr_d / (d_dev + d.prefill_replicas * p_dev), np.nan),
         disagg_devices=(d_dev + d.prefill_replicas * p_dev) * x["dp"],
         colocated_ttft_ms=ttft_co_s * 1e3,
         colocated_tpot_ms=tpot_co * 1e3,
@@ -105,8 +113,9 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
                     x["compute_efficiency"], x["memory_bandwidth_efficiency"])
 
     # --- memory (per device) ---
-    chunk_tokens = np.where((C > 0) & (C < S), C, S)
-    mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, B * chunk_tokens, x["hbm_capacity_bytes"],
+    # tokens of the largest pass: a chunk (the token budget) or all B prompts in one pass
+    pass_tokens = np.where((C > 0) & (C < S), C, B * S)
+    mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, x["hbm_capacity_bytes"],
                             cal.memory_reserve_bytes, cal.kv_usable_fraction, opt.kv_block_tokens)
     fits = mem["fits"]
 

@@ -6,14 +6,17 @@ Single pass, B prompts of S tokens: with pp stages the batch is cut into m micro
     TTFT = (pp + m - 1) t_s + (pp - 1) hop + m step_overhead + B per_token_overhead + per_request
 with t_s = t_pass(B/m prompts) / pp. pp = 1: one pass over all B S tokens.
 
-Chunked, chunk C (llm_perf's chunked prefill; Sarathi-Serve, arXiv 2403.02310): n = ceil(S/C)
-passes; chunk i of every prompt (s_i tokens after k_i = i C cached) re-reads the weights and
-attends to everything cached:
+Chunked, chunk C (llm_perf's chunked prefill; Sarathi-Serve, arXiv 2403.02310): C is the token
+budget of a pass (vLLM's max_num_batched_tokens), so the B prompts are prefilled one after
+another, each in n = ceil(S/C) passes; chunk i (s_i tokens after k_i = i C cached) re-reads the
+weights and attends to everything cached:
     attention compute_i ~ s_i k_i + s_i (s_i + 1)/2 pairs,  KV read_i ~ k_i + s_i
 both affine in i for the n - 1 full chunks, so the sum of each chunk's roofline max is exact
 (``latency.sum_max_affine``); the last (possibly partial) chunk, which emits the logits, is
-evaluated on its own. Chunks of one prompt pipeline across pp stages:
-    TTFT = sum_i t_i / pp + (pp - 1)(t_last / pp + hop) + n step_overhead + B per_token + per_request
+evaluated on its own. Chunks pipeline across pp stages (chunk i+1 of a prompt needs only the stage's own KV of chunk
+i, so the pipeline stays full, across prompts too); the batch is ready after
+    TTFT = B sum_i t_i / pp + (pp - 1)(t_last / pp + hop) + B n step_overhead + B per_token
+           + per_request
 Small C pays n weight re-reads and n step overheads; large C pays quadratic attention in one pass.
 Sliding-window layers inside full chunks use their mean pair count per chunk (approximation).
 Overlap of comm is applied to the summed body of chunks (exact when every chunk is on the same
@@ -56,7 +59,9 @@ def single_pass(sm, m: ModelSpec, B, S, pp, mb, per_request_s):
 
 
 def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
-    """TTFT of chunked prefill with chunk ``C`` (< S) and its parts; dict of arrays [s]."""
+    """TTFT of chunked prefill of B prompts, one after another, in chunks of ``C`` (< S) tokens;
+    dict of arrays [s] (compute, memory and comm summed over all passes)."""
+    Bn, B = B, 1.0
     L, lw = m.num_layers, m.sliding_window_layers
     S, C = np.asarray(S, dtype=float), np.maximum(np.asarray(C, dtype=float), 1.0)
     n = np.ceil(S / C)
@@ -89,10 +94,10 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     hop_l = _hop(sm, B * s_last)
     t_last = parallel.overlapped(roof_l, comm_l - hop_l, sm.overlap)
     hop_b = np.where(pp > 1, hop_l / np.maximum(pp - 1, 1), 0.0)
-    ttft = ((t_body + t_last) / pp + (pp - 1) * (t_last / pp + hop_b) + n * sm.step_overhead_s
-            + B * sm.per_token_overhead_s + per_request_s)
-    return dict(ttft_s=ttft, compute_s=body_c + c_l, memory_s=body_m + m_l,
-                comm_s=nb * sm.comm_s(T) + comm_l, passes=n)
+    ttft = (Bn * (t_body + t_last) / pp + (pp - 1) * (t_last / pp + hop_b)
+            + Bn * n * sm.step_overhead_s + Bn * sm.per_token_overhead_s + per_request_s)
+    return dict(ttft_s=ttft, compute_s=Bn * (body_c + c_l), memory_s=Bn * (body_m + m_l),
+                comm_s=Bn * (nb * sm.comm_s(T) + comm_l), passes=Bn * n)
 
 
 def ttft(sm, m: ModelSpec, B, S, C, pp, mb, per_request_s):

@@ -122,7 +122,7 @@ def _scalar(v):
 _OPTIONAL = ("batch_star_matmul", "kv_fragmentation", "energy_j_per_token", "power_w_per_gpu", "decode_microbatches",
              "prefill_passes", "chunk_star", "ttft_at_chunk_star_ms", "spec_expected_tokens",
              "spec_tpot_ms", "spec_interactivity_tok_s_per_user", "spec_throughput_tok_s_per_gpu",
-             "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",
+             "disagg_prefill_fits", "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",
              "disagg_exposed_handoff_ms", "disagg_throughput_tok_s_per_gpu", "disagg_devices",
              "disagg_tpot_ms", "colocated_ttft_ms", "colocated_tpot_ms",
              "colocated_throughput_tok_s_per_gpu",
