@@ -5,7 +5,8 @@
 Llama-3.1-8B on one H100 SXM (the default config), vLLM-style scheduler, the Azure 2023
 conversation trace from ../shared/data/traces (19,366 requests; tiled for 100,000, each repeat
 after the previous one). Prints wall time and simulated requests per wall-second, and the same per
-CPU-second of this process (the fair figure on a shared, loaded machine); nothing is asserted. Reference: Vidur simulates about 40-60 requests per second on this kind of machine.
+CPU-second of this process (the fair figure on a shared, loaded machine); nothing is asserted.
+Reference: Vidur simulates about 40-60 requests per second on this kind of machine.
 """
 
 import argparse

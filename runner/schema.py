@@ -159,6 +159,8 @@ class DesSchema:
     block_size: int = 16
     num_kv_blocks: int = 0
     watermark: float = 0.01
+    preemption: str = "recompute"
+    swap_bandwidth_gb_s: float = 50.0
     admission: str = "always"
     bucket_rate_rps: float = 0.0
     bucket_size: float = 0.0

@@ -28,6 +28,8 @@ class DesSpec:
     queue_policy: fcfs | priority (SLO class, then arrival) | sjf (shortest prompt first);
     block_size: tokens per KV page; num_kv_blocks: 0 = from the memory model;
     watermark: fraction of KV blocks kept free when admitting (vLLM's watermark);
+    preemption: recompute (drop the KV, prefill again) | swap (a decoding sequence's KV to host
+        memory and back over a host link of swap_bandwidth_gb_s per device; host memory unbounded);
     admission: always | token_bucket (bucket_rate_rps refill, bucket_size burst; rejects counted);
     replicas: data-parallel replicas (0 = partition.dp) behind ``router``;
     prefill_replicas: > 0 disaggregates: that many of the replicas only prefill and hand each
@@ -46,6 +48,8 @@ class DesSpec:
     block_size: int = 16
     num_kv_blocks: int = 0
     watermark: float = 0.01
+    preemption: str = "recompute"
+    swap_bandwidth_gb_s: float = 50.0
     admission: str = "always"
     bucket_rate_rps: float = 0.0
     bucket_size: float = 0.0
@@ -67,6 +71,8 @@ class DesSpec:
         one_of(g, "scheduler", self.scheduler, SCHEDULERS)
         one_of(g, "queue_policy", self.queue_policy, QUEUE_POLICIES)
         one_of(g, "admission", self.admission, ADMISSIONS)
+        one_of(g, "preemption", self.preemption, ("recompute", "swap"))
+        positive(g, "swap_bandwidth_gb_s", self.swap_bandwidth_gb_s)
         one_of(g, "router", self.router, ROUTERS)
         one_of(g, "progress", self.progress, PROGRESS)
         for f in ("max_num_seqs", "max_num_batched_tokens", "chunk_size", "block_size", "max_decode_run"):

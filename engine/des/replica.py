@@ -78,6 +78,8 @@ class Replica:
         self.preemptions = 0
         self.timeline = [] if spec.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
+        self.swap_s_per_token = 0.0   # > 0: preempt decoding sequences by swapping their KV
+        self.pending_s = 0.0          # swap transfer time to add to the next iteration
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
 
     # ------------------------------------------------------------------ queue
@@ -192,7 +194,8 @@ class Replica:
             nhit = 0
             hashes = st.hashes[rid] if (pc is not None and st.hashes is not None) else None
             if st.kv_ready[rid]:
-                # handed off by a prefill replica: its KV (all but the last emitted token) arrives
+                # handed off by a prefill replica, or swapped out: its KV (all but the last
+                # emitted token) arrives whole
                 hashes, cached, pf = None, 0, 0
                 reserve = (prompt + int(st.output[rid])) if self.kind == "orca" else seq - 1
             else:
@@ -217,6 +220,9 @@ class Replica:
                     break
                 chunk = min(pf, rem)
             heapq.heappop(self.waiting)
+            if st.swapped[rid]:       # swap-in before the next iteration
+                st.swapped[rid] = False
+                self.pending_s += (seq - 1) * self.swap_s_per_token
             if nhit:
                 pc.acquire(hashes[:nhit])
             if need > self.free:
@@ -287,7 +293,8 @@ class Replica:
             R += k
             if c == self.pf[s]:
                 logits += 1
-        dt = self.step_time(T, logits, P, R)
+        dt = self.step_time(T, logits, P, R) + self.pending_s
+        self.pending_s = 0.0
         self.st.prefill_tokens += T - nd
         self.run = ("single", t, dt, chunks, didx, self.total - self.free, nd)
         return t + dt
@@ -332,6 +339,10 @@ class Replica:
             self._take(need)
             np.maximum(blk, newb, out=blk)
         x = self.step_times(n, float(self.ctx[:n].sum() + n), k)
+        if self.pending_s:            # swap transfers before the first step
+            x = x.copy()
+            x[0] += self.pending_s
+            self.pending_s = 0.0
         cum = np.cumsum(x)
         # last field: True when the run ends at a completion (k = fewest tokens left)
         self.run = ("decode", t, cum, k, self.total - self.free, k == int(self.left[:n].min()), x)
@@ -483,12 +494,19 @@ class Replica:
         return rid.tolist()
 
     def _preempt(self, s):
-        """Preempt slot ``s`` by recompute: free its KV, requeue it at the front."""
+        """Preempt slot ``s``: free its KV and requeue it at the front. Recompute: prefilled
+        again on re-admission. Swap (a decoding sequence, ``swap_s_per_token`` > 0): its KV goes
+        to host memory now and comes back on re-admission, each transfer added to the next
+        iteration (vLLM swaps between iterations)."""
         st = self.st
         rid = int(self.rid[s])
         st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
         st.last_token[rid] = self.last[s]
-        st.kv_ready[rid] = False     # recompute: prefilled again wherever it is re-admitted
+        swap = bool(self.swap_s_per_token) and self.pf[s] == 0
+        st.kv_ready[rid] = swap
+        st.swapped[rid] = swap
+        if swap:
+            self.pending_s += int(self.ctx[s]) * self.swap_s_per_token
         st.preemptions[rid] += 1
         self.preemptions += 1
         self._release(s)

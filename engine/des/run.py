@@ -123,8 +123,11 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
                    "given" if des.num_kv_blocks else
                    f"(HBM - weights - activations at the largest iteration - reserve) x "
                    f"{c.kv_usable_fraction}"),
-        Assumption("preemption", "recompute, newest first",
-                   "blocks freed; prompt + emitted tokens prefilled again on re-admission"),
+        Assumption("preemption", f"{des.preemption}, newest first",
+                   "blocks freed; prompt + emitted tokens prefilled again on re-admission"
+                   if des.preemption == "recompute" else
+                   f"KV to host and back at {des.swap_bandwidth_gb_s:g} GB/s per device, "
+                   "transfers added to the next iteration; host memory unbounded"),
         Assumption("replicas", f"{replicas} behind {des.router}", "data-parallel, independent KV"),
         Assumption("request stream", stream.source,
                    "closed loop" if stream.users else "open loop"),
@@ -173,6 +176,13 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
         if des.prefix_caching and stream.hashes is not None:
             pc = PrefixCache(max(1, stream.block_tokens // des.block_size))
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
+        if des.preemption == "swap":
+            # per device: its shard of each token's KV over its own host link
+            from engine.analytical import memory
+            m, p = specs.model, specs.partition
+            shard = float(memory.kv_shard_factor(m.num_kv_heads, p.tp, p.pp, p.sp))
+            reps[-1].swap_s_per_token = (memory.kv_bytes_per_token(m) / shard
+                                         / (des.swap_bandwidth_gb_s * 1e9))
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
     router, decode_router, handoff = Router(des.router, reps, st), None, None
     if des.prefill_replicas:

@@ -32,7 +32,8 @@ class State:
         self.cached_tokens = np.zeros(n, np.int64)  # prefix-cache hit at first admission
         self.rejected = np.zeros(n, bool)
         self.recomputed = np.zeros(n, np.int64)     # prompt + output tokens prefilled again after preemption
-        self.kv_ready = np.zeros(n, bool)           # KV handed off by a prefill replica
+        self.kv_ready = np.zeros(n, bool)
+        self.swapped = np.zeros(n, bool)            # KV in host memory (swap preemption)           # KV handed off by a prefill replica
         # run-wide counters
         self.tokens_out = 0
         self.prefill_tokens = 0
