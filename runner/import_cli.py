@@ -38,18 +38,18 @@ def _write(path: Path, text: str, force: bool) -> None:
 
 
 def hwcsv_text(csv_path: Path, name: str, description: str | None = None,
-               sparse_factor: float | None = None) -> str:
+               sparse_factor: float | None = None, device: str | None = None) -> str:
     """The YAML text ``simllm-import hwcsv CSV --name NAME`` writes (used by the regeneration test)."""
     from engine.ingest.hwcsv import read_sheet
 
     sheet = read_sheet(_rel(csv_path), name, description=description, sparse_to_dense=sparse_factor,
-                       text=Path(csv_path).read_text(encoding="utf-8"))
+                       text=Path(csv_path).read_text(encoding="utf-8"), device=device)
     sheet.hardware_spec()                # the engine's own checks, before anything is written
     return sheet.yaml_text(f"simllm-import hwcsv {_rel(csv_path)} --name {name}")
 
 
 def _cmd_hwcsv(a) -> None:
-    text = hwcsv_text(Path(a.file), a.name, a.description, a.sparse_factor)
+    text = hwcsv_text(Path(a.file), a.name, a.description, a.sparse_factor, a.device)
     out = Path(a.out) if a.out else CONF / "hardware" / f"{a.name}.yaml"
     _write(out, text, a.force)
 
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--description", help="one-line description (default: the sheet's device row)")
     h.add_argument("--sparse-factor", type=float, default=None,
                    help="sparse -> dense factor (default: the sheet's sparse_to_dense_factor row, else 0.5)")
+    h.add_argument("--device", help="for a table of several chips (a device column): the chip to import")
     h.add_argument("--out", help="output path (default conf/hardware/NAME.yaml)")
     h.add_argument("--force", action="store_true", help="overwrite an existing, different file")
     h.set_defaults(func=_cmd_hwcsv)

@@ -154,8 +154,12 @@ def _bool(text: str) -> bool:
 
 
 def read_sheet(path, name: str, *, description: str | None = None,
-               sparse_to_dense: float | None = None, text: str | None = None) -> HardwareSheet:
+               sparse_to_dense: float | None = None, text: str | None = None,
+               device: str | None = None) -> HardwareSheet:
     """Import the CSV at ``path`` (or ``text``) as hardware config ``name``.
+
+    A collected table with a ``device`` column (several chips in one file) needs ``device``: only
+    that chip's rows are read.
 
     ``sparse_to_dense`` overrides the sheet's (or the default 0.5) sparse -> dense factor.
     Raises SheetError naming the line and row for each bad row kind (see module docstring).
@@ -178,6 +182,7 @@ def read_sheet(path, name: str, *, description: str | None = None,
     figures: list[Figure] = []
     unpublished: list[str] = []
     desc_rows: list[str] = []
+    devices: dict = {}                  # device column value -> first line
     prev_line = 1
     for cells in reader:
         start, prev_line = prev_line + 1, reader.line_num
@@ -187,6 +192,10 @@ def read_sheet(path, name: str, *, description: str | None = None,
         if len(cells) > len(header):
             raise SheetError(path, start, row_text, f"{len(cells)} cells for {len(header)} columns")
         r = {h: (cells[i].strip() if i < len(cells) else "") for i, h in enumerate(header)}
+        if "device" in r and r["param"].lower() not in ("device", "description"):
+            devices.setdefault(r["device"], start)
+            if device is not None and r["device"].lower() != device.lower():
+                continue
         if r["param"].lower() in ("device", "description"):
             desc_rows.append(r["value"])
             continue
@@ -195,6 +204,13 @@ def read_sheet(path, name: str, *, description: str | None = None,
             figures.append(out)
         elif out:
             unpublished.append(out)
+    if device is None and len(devices) > 1:
+        raise SheetError(path, 0, "", f"the sheet holds {len(devices)} devices ({'; '.join(devices)}); pick one with "
+                                      "device=... (--device)")
+    if device is not None:
+        if not any(d.lower() == device.lower() for d in devices):
+            raise SheetError(path, 0, "", f"no rows for device {device!r} (devices: {'; '.join(devices)})")
+        desc_rows = desc_rows or [device]
     sheet = _assemble(path, name, figures, description or (desc_rows[0] if desc_rows else name), sparse_to_dense)
     for u in unpublished:
         fld = u.split(":", 1)[0]
@@ -404,7 +420,7 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
     # compute: per precision prefer dense; sparse-only sheets keep sparse figures + flag
     comp = {}
     for (key, (f, others)) in chosen.items():
-        if f.kind == "compute":
+        if f.kind == "compute" and f.field:
             comp.setdefault(f.field, {})[f.sparse] = (f, others)
     dense_any = any(False in v and v[False][0].si is not None for v in comp.values())
     sparse_only_sheet = bool(comp) and not dense_any and any(True in v for v in comp.values())

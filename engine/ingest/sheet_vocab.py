@@ -50,6 +50,9 @@ PARAMS = {
     "tdp": ("tdp", "power"),
     "hbm_stacks": (None, "count"),
     "dies": (None, "count"),
+    # informational rows of collected spec tables: checked for units, not used by the engine
+    "vector_peak_compute": (None, "compute"),
+    "nic_total_bw_bidirectional": (None, "bandwidth"),
     "sparse_to_dense_factor": ("sparse_to_dense_factor", "factor"),
 }
 

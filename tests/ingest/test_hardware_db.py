@@ -62,3 +62,42 @@ def test_uncertain_rows_say_so():
         line = next(x for x in text.splitlines() if x.startswith(f"{field}:"))
         assert "UNCERTAIN" in line or "moderate confidence" in line, (name, line)
         assert any(field in a and ("UNCERTAIN" in a) for a in text.split("assumptions:")[1].splitlines())
+
+
+# device in ../shared/data/hardware/hardware_specs.csv -> the option built from it
+RAW_DEVICES = {
+    "NVIDIA A100 SXM4 80GB": "a100_sxm_80gb", "NVIDIA H100 SXM5 80GB": "h100_sxm",
+    "NVIDIA H200 SXM 141GB": "h200", "NVIDIA B200 (HGX B200, 1000 W)": "b200",
+    "NVIDIA GB200 NVL72 (per B200 GPU, 1200 W)": "gb200_nvl72", "AMD Instinct MI300X": "mi300x",
+    "AMD Instinct MI325X": "mi325x", "Google TPU v5e": "tpu_v5e", "Google TPU v5p": "tpu_v5p",
+    "Google TPU v6e (Trillium)": "tpu_v6e", "Intel Gaudi 3 (HL-325L OAM)": "gaudi3",
+}
+
+
+@pytest.mark.parametrize("device", sorted(RAW_DEVICES))
+def test_shared_table_imports_directly_and_agrees_with_the_sheet(cfg_of, device):
+    """Importing the collected table itself (--device) gives the same engine figures as the
+    project's curated sheet: dense peaks per precision, HBM, SRAM, scale-up link, TDP. (GB200's
+    capacity differs by rounding: the table's 186 GB vs the rack's 13.4 TB / 72 = 186.1 GB.)"""
+    from engine.ingest.hwcsv import read_sheet
+    from tests.conftest import SHARED_DATA
+
+    raw = read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "raw", device=device).hardware_spec()
+    ours = specs_from_config(cfg_of(f"hardware={RAW_DEVICES[device]}")).hardware
+    for p in ("bf16", "fp8", "int8", "fp4"):
+        if getattr(ours, f"peak_flops_{p}") is not None:
+            assert raw.peak_flops(p) == pytest.approx(ours.peak_flops(p)), p
+    assert raw.hbm_capacity_bytes == pytest.approx(ours.hbm_capacity_bytes, rel=1e-3)
+    assert raw.hbm_bandwidth_bytes_s == ours.hbm_bandwidth_bytes_s
+    assert raw.sram_bytes == ours.sram_bytes and raw.tdp_w == ours.tdp_w
+    assert raw.scaleup_bandwidth_bytes_s == ours.scaleup_bandwidth_bytes_s
+
+
+def test_table_of_several_devices_needs_one_named():
+    from engine.ingest.hwcsv import SheetError, read_sheet
+    from tests.conftest import SHARED_DATA
+
+    with pytest.raises(SheetError, match="holds 11 devices"):
+        read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "x")
+    with pytest.raises(SheetError, match="no rows for device 'H100'"):
+        read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "x", device="H100")
