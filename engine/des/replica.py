@@ -18,8 +18,13 @@ Schedulers (``DesSpec.scheduler``):
              reserved on admission, so a sequence never has to be preempted.
 Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
 its blocks are freed and it re-enters the front of the queue; on re-admission its prompt and the
-tokens emitted so far are prefilled again). Head-of-line blocking: the queue head that does not
+tokens emitted so far are prefilled again; swap: its KV goes to host memory and back, the
+transfers added to the next iteration). Head-of-line blocking: the queue head that does not
 fit blocks the ones behind it, as in vLLM.
+
+Roles (disaggregated serving): a "prefill" replica runs prompt iterations only and hands each
+finished prompt to the event loop (``handoffs``); a "decode" replica admits those with their KV
+already computed (``State.kv_ready``) and only decodes.
 
 Pure decode iterations are advanced many at a time: with B sequences and no admission possible,
 step j (0-based) has aggregates tokens = logits = B, attn_pairs = kv_read = sum(ctx + 1) + B j,
