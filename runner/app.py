@@ -23,8 +23,9 @@ experiments.register()
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    execute(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task),
-            multirun=hc.mode == RunMode.MULTIRUN, job_num=hc.job.num)
+    multirun = hc.mode == RunMode.MULTIRUN
+    execute(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task), multirun=multirun,
+            job_num=hc.job.num if multirun else 0)
 
 
 def execute(cfg: DictConfig, job_dir: Path, overrides: list[str], multirun: bool,

@@ -8,6 +8,8 @@ import sys
 import traceback
 import uuid
 from functools import lru_cache
+
+import yaml
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -57,15 +59,20 @@ def git_commit() -> str:
         return "unknown"
 
 
-def result_config(cfg: DictConfig) -> dict:
-    """The resolved config without Hydra's own node and without result-neutral keys."""
-    d = OmegaConf.to_container(cfg, resolve=True)
+def result_config(cfg: DictConfig | dict) -> dict:
+    """The resolved config (a DictConfig, or its resolved container) without result-neutral keys."""
+    d = dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=True)
     for k in _NON_RESULT_KEYS:
         d.pop(k, None)
     return d
 
 
-def config_hash(cfg: DictConfig) -> str:
+def to_yaml(resolved: dict) -> str:
+    """YAML text of a resolved config container (PyYAML's C dumper: ~10x OmegaConf.to_yaml)."""
+    return yaml.dump(resolved, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+
+
+def config_hash(cfg: DictConfig | dict) -> str:
     """sha256 (16 hex) of the result-relevant resolved config: equal hashes, equal results."""
     blob = json.dumps(result_config(cfg), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -138,7 +145,8 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
 
     Returns None when ``resume`` skips a job that already has a FINISHED run.
     """
-    chash = config_hash(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # once: hash, files and params use it
+    chash = config_hash(resolved)
     if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
         outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),
                                                 "reason": "a FINISHED run with this config hash exists"})
@@ -149,13 +157,13 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
             "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
     meta.update(_sweep_meta())
-    outputs.write_result(job_dir, result, OmegaConf.to_yaml(cfg, resolve=True), meta)
+    outputs.write_result(job_dir, result, to_yaml(resolved), meta)
     if cfg.print_table:
         print_rows([summary_line(cfg, result.summary)])
         if not result.summary.get("fits_in_memory", True):
             print(f"does not fit in memory: {result.summary.get('memory_reason')}")
     if cfg.tracking.enabled:
-        track_job_dir(cfg.tracking, job_dir)
+        track_job_dir(cfg.tracking, job_dir, cfg=resolved, fresh=True)
     return result
 
 
@@ -171,19 +179,23 @@ def _sweep_meta() -> dict:
     return out
 
 
-def run_name(cfg: DictConfig) -> str:
-    return cfg.tracking.get("run_name") or (
-        f"{cfg.engine.name}:{cfg.hardware.name}:{cfg.model.name}:tp{cfg.partition.tp}"
-        f":b{cfg.workload.batch_size}")
+def run_name(cfg: DictConfig | dict) -> str:
+    """tracking.run_name, else engine:hardware:model:tpN:bB (works on a config or its container)."""
+    return cfg["tracking"].get("run_name") or (
+        f"{cfg['engine']['name']}:{cfg['hardware']['name']}:{cfg['model']['name']}"
+        f":tp{cfg['partition']['tp']}:b{cfg['workload']['batch_size']}")
 
 
-def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False) -> str | None:
+def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
+                  cfg: DictConfig | dict | None = None, fresh: bool = False) -> str | None:
     """Log a complete job directory (summary.json + files) to MLflow; returns the run id.
 
     Everything logged is read back from the directory, so a job logs the same way now or later
     from ``simllm-sync``. Idempotent: a directory whose job_uid is already in the experiment is
-    not logged twice. If tracking fails the job still succeeds: a pending_sync.json marker is left
-    for ``simllm-sync`` and the job says so.
+    not logged twice (``fresh=True``: the directory was just written with a new job_uid, so the
+    look-up is skipped). ``cfg``: the job's config when at hand (else read from config.yaml).
+    If tracking fails the job still succeeds: a pending_sync.json marker is left for
+    ``simllm-sync`` and the job says so.
     """
     from runner import tracking
 
@@ -192,11 +204,12 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False) -> str | Non
     try:
         if os.environ.get(tracking.DOWN_ENV) and not quiet:
             raise ConnectionError(f"tracking unavailable at sweep start: {os.environ[tracking.DOWN_ENV]}")
-        existing = tracking.run_with_uid(uri, exp, doc["job_uid"])
+        existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"])
         if existing is not None:
             (job_dir / PENDING).unlink(missing_ok=True)
             return existing.info.run_id
-        cfg = OmegaConf.load(job_dir / outputs.CONFIG)
+        if cfg is None:
+            cfg = OmegaConf.load(job_dir / outputs.CONFIG)
         tags = {"simllm.engine": doc["engine"], "simllm.version": doc["simllm_version"],
                 "simllm.git_commit": doc["git_commit"], "simllm.config_hash": doc["config_hash"],
                 "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
@@ -240,4 +253,4 @@ def record_failure(cfg: DictConfig, job_dir: Path, exc: BaseException, overrides
             "overrides": list(overrides), "job_uid": uuid.uuid4().hex, "failed": True,
             "summary": {"error": text.strip().splitlines()[-1][:500]}, **_sweep_meta()}
     outputs.write_json(job_dir / outputs.SUMMARY, meta)
-    track_job_dir(cfg.tracking, job_dir)
+    track_job_dir(cfg.tracking, job_dir, fresh=True)

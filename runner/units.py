@@ -1,5 +1,6 @@
 """Unit strings -> SI floats with pint, once, at the config/engine boundary."""
 
+import functools
 import math
 
 import pint
@@ -25,6 +26,29 @@ def registry() -> pint.UnitRegistry:
     return _sheet_registry()
 
 
+@functools.lru_cache(maxsize=4096)
+def _convert(kind: type, value, default_unit: str, target: str) -> float:
+    """value (number in default_unit, or a string with a unit) -> magnitude in ``target``.
+
+    Cached: a grid converts the same few strings thousands of times, and pint parsing costs
+    about a millisecond each. ``kind`` keeps 1 and True and 1.0 apart in the cache.
+    """
+    ureg = registry()
+    if kind is bool:
+        raise TypeError
+    if isinstance(value, (int, float)):
+        q = ureg.Quantity(float(value), default_unit)
+    else:
+        text = str(value).strip()
+        try:
+            q = ureg.Quantity(float(text), default_unit)
+        except ValueError:
+            q = ureg.Quantity(text)
+    if q.unitless and not isinstance(value, (int, float)):
+        q = ureg.Quantity(q.magnitude, default_unit)
+    return float(q.to(target).magnitude)
+
+
 def to_si(field: str, value, default_unit: str, allow_zero: bool = False) -> float | None:
     """Convert a config value to the SI float the engine uses.
 
@@ -36,21 +60,8 @@ def to_si(field: str, value, default_unit: str, allow_zero: bool = False) -> flo
     if value is None:
         return None
     target, example = _TARGET[default_unit]
-    ureg = registry()
     try:
-        if isinstance(value, bool):
-            raise TypeError
-        if isinstance(value, (int, float)):
-            q = ureg.Quantity(float(value), default_unit)
-        else:
-            text = str(value).strip()
-            try:
-                q = ureg.Quantity(float(text), default_unit)
-            except ValueError:
-                q = ureg.Quantity(text)
-        if q.unitless and not isinstance(value, (int, float)):
-            q = ureg.Quantity(q.magnitude, default_unit)
-        out = float(q.to(target).magnitude)
+        out = _convert(type(value), value, default_unit, target)
     except pint.DimensionalityError:
         raise SpecError(field, value, f"{example} (got the wrong kind of unit)") from None
     except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, ValueError, TypeError,
