@@ -10,7 +10,9 @@ Optional columns: ``dense_or_sparse`` (dense | sparse | "sparse (2:4)" ...), ``p
 die, link ... multiply by ``count``; system, rack, node, board, pod divide by it), ``count``,
 ``direction`` (per_direction | bidirectional, for link bandwidths), ``wins`` (true on the row that
 settles a duplicate), ``notes`` (kept in the comment; say UNCERTAIN there when sources disagree).
-A row whose ``source`` starts with "assumption" is a figure the sheet lacks, stated as such.
+A row whose ``source`` starts with "assumption" is a figure the sheet lacks, stated as such; a row
+with no value is "not published" (stated; the schema default stays). A ``device`` column (a table
+of several chips) selects one chip's rows.
 
 Conversions (each is listed in the result's ``assumptions``):
 
@@ -20,6 +22,8 @@ Conversions (each is listed in the result's ``assumptions``):
 - sparse compute figures: when the sheet prints only sparse figures, they are kept with
   ``compute_figures_sparse: true`` and the engine takes dense = figure x ``sparse_to_dense_factor``;
   when only some precisions are sparse-only, those are converted here (dense = sparse x factor).
+
+Which params a sheet may carry, their aliases, units and plausibility limits: ``sheet_vocab``.
 
 Errors (:class:`SheetError`) name the file, the line and the row: unknown param, missing unit, a
 unit of the wrong kind for the param (a bandwidth in TFLOPS), a negative, zero or absurd value
@@ -46,7 +50,6 @@ OPTIONAL_COLUMNS = ("dense_or_sparse", "per", "count", "direction", "wins", "not
 #: Default factor from a 2:4-sparse peak to the dense peak: 2:4 structured sparsity doubles the
 #: math rate, so dense = sparse x 0.5. A sheet may state another (row ``sparse_to_dense_factor``).
 DEFAULT_SPARSE_TO_DENSE = 0.5
-
 
 
 class SheetError(ValueError):
