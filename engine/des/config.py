@@ -37,7 +37,9 @@ class DesSpec:
         engine.analytical.disagg with the engine.analytical.disagg link); 0 = co-located;
     prefix_caching: reuse KV of shared prefix blocks (requests with hash ids), LRU eviction;
     slo_ttft_ms / slo_tpot_ms: goodput counts requests meeting both;
-    max_decode_run: most decode iterations advanced in one event (closed-form series).
+    max_decode_run: most decode iterations advanced in one event (closed-form series);
+    seed: engine-side randomness, for a step-time noise callable built by the caller (the request
+        stream draws from ``WorkloadSpec.seed``).
     """
 
     scheduler: str = "vllm"
