@@ -169,7 +169,13 @@ def read_sheet(path, name: str, *, description: str | None = None,
     """
     path = str(path)
     if text is None:
-        text = Path(path).read_text(encoding="utf-8")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise SheetError(path, 0, "", f"not UTF-8 text (byte {e.start}: {e.reason}); save the "
+                                          "sheet as UTF-8 CSV") from None
+        except OSError as e:
+            raise SheetError(path, 0, "", f"cannot read the file ({e.strerror})") from None
     raw_lines = text.splitlines()
     reader = csv.reader(io.StringIO(text))
     try:
@@ -283,8 +289,7 @@ def _value_si(r: dict, kind: str, fld, prec: str, steps: list, err):
             si = float(registry().Quantity(v, unit).to(k.si).magnitude)
         except pint.DimensionalityError:
             err(f"unit {unit!r} is the wrong kind for {r['param']}: expected {k.what}")
-        except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError,
-                AssertionError):
+        except Exception:  # noqa: BLE001 - pint's parser raises many kinds (tokenize, syntax, key ...)
             err(f"unit {unit!r} is not a unit pint knows (expected {k.what})")
         up = unit.upper()
         if kind == "compute" and prec != "int8" and "OPS" in up and "FLOPS" not in up:
