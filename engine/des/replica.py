@@ -130,20 +130,24 @@ class Replica:
                 not self.waiting or n >= self.max_seqs or self.budget <= n
                 or not self._head_fits(self.budget - n, self.kind == "orca")):
             return self._decode_run(t)   # nothing to prefill and nobody can be admitted
-        pf = self.pf[:n]
-        dec = pf == 0
-        if dec.any():
-            self._make_room(1)
-            n = self.n
-            pf = self.pf[:n]
-            dec = pf == 0
-        nd = int(dec.sum())
-        didx = None
+        dec = self.pf[:n] == 0
+        didx = np.flatnonzero(dec)
+        nd = len(didx)
         if nd:
-            didx = np.flatnonzero(dec)
-            self._take(self._need(didx, 1))
+            need = self._need(didx, 1)
+            if need > self._avail():
+                self._make_room(1)
+                n = self.n
+                dec = self.pf[:n] == 0
+                didx = np.flatnonzero(dec)
+                nd = len(didx)
+                need = self._need(didx, 1)
+        if nd:
+            self._take(need)
             own = self.ctx[didx] + 1 - self.cached[didx]
             self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
+        else:
+            didx = None
         left = self.budget - nd
         chunks = []
         if nd < n and left > 0:
