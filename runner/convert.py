@@ -6,7 +6,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from engine.errors import SpecError
-from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
+from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, Specs,
                          WorkloadSpec)
 from runner.schema import (UNITS, CalibrationSchema, HardwareSchema, ModelSchema,
                            PartitionSchema, WorkloadSchema)
@@ -112,6 +112,21 @@ def analytical_spec(cfg: DictConfig):
                              "pareto": pareto})
 
 
+def noise_spec(cfg: DictConfig) -> NoiseSpec:
+    """``calibration.noise`` -> NoiseSpec (stall size and throttle time to seconds with pint)."""
+    n = cfg.calibration.get("noise")
+    if n is None:
+        return NoiseSpec()
+    g = "calibration.noise"
+    return NoiseSpec(jitter_sigma=float(n.jitter_sigma), jump_rate_per_s=float(n.jump_rate),
+                     jump_dist=n.jump_dist,
+                     jump_mean_s=to_si(f"{g}.jump_size", n.jump_size, UNITS[f"{g}.jump_size"], allow_zero=True),
+                     jump_sigma=float(n.jump_sigma),
+                     throttle_after_s=to_si(f"{g}.throttle_after", n.throttle_after,
+                                            UNITS[f"{g}.throttle_after"], allow_zero=True),
+                     throttle_factor=float(n.throttle_factor))
+
+
 def specs_from_config(cfg: DictConfig) -> Specs:
     """Build and cross-validate the five specs. Raises SpecError naming the offending field."""
     _no_extra_keys(cfg)
@@ -134,6 +149,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             step_overhead_s=_q(cfg, "calibration", "step_overhead"),
             per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
             per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
+            noise=noise_spec(cfg),
         ),
         analytical=analytical_spec(cfg),
     )

@@ -19,6 +19,7 @@ UNITS = {
     "hardware.scaleout_bandwidth": "GB/s", "hardware.scaleout_latency": "us", "hardware.tdp": "W",
     "calibration.memory_reserve": "GB", "calibration.step_overhead": "us",
     "calibration.per_token_overhead": "us", "calibration.per_request_overhead": "us",
+    "calibration.noise.jump_size": "ms", "calibration.noise.throttle_after": "s",
 }
 
 
@@ -135,6 +136,19 @@ class WorkloadSchema:
 
 
 @dataclass
+class NoiseSchema:
+    """Step-time jump diffusion of the DES (engine.spec.calibration.NoiseSpec); options in
+    conf/calibration/noise/ (``none``: all off)."""
+    jitter_sigma: float = 0.0
+    jump_rate: float = 0.0        # jumps per second of busy time
+    jump_dist: str = "fixed"      # fixed | exponential | lognormal
+    jump_size: Any = 0            # mean stall (ms when a bare number)
+    jump_sigma: float = 0.5       # lognormal stall: log-space std
+    throttle_after: Any = 0       # busy time before the TDP throttle (s when a bare number); 0 = off
+    throttle_factor: float = 1.0  # clock fraction once throttled; 1 = off
+
+
+@dataclass
 class CalibrationSchema:
     name: str = "???"
     compute_efficiency: float = "???"  # type: ignore[assignment]
@@ -146,6 +160,7 @@ class CalibrationSchema:
     per_token_overhead: Any = "???"
     per_request_overhead: Any = "???"
     provenance: str = ""
+    noise: NoiseSchema = field(default_factory=NoiseSchema)
 
 
 @dataclass

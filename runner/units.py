@@ -17,6 +17,8 @@ _TARGET = {
     "TB/s": ("byte / second", "a bandwidth such as '3.35 TB/s'"),
     "GB/s": ("byte / second", "a bandwidth such as '450 GB/s'"),
     "us": ("second", "a time such as '2 us'"),
+    "ms": ("second", "a time such as '50 ms'"),
+    "s": ("second", "a time such as '60 s'"),
     "W": ("watt", "a power such as '700 W'"),
 }
 

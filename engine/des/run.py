@@ -111,6 +111,16 @@ def handoff_function(specs: Specs, des: DesSpec):
     return f
 
 
+def _noise_assumption(n, seed: int) -> Assumption:
+    """The step-time noise of calibration.noise, as an assumption line."""
+    if not n.enabled:
+        return Assumption("noise", "off", "deterministic step times (calibration.noise all zero)")
+    return Assumption("noise", f"jitter sigma {n.jitter_sigma:g}, jumps {n.jump_rate_per_s:g}/s of busy "
+                      f"time x {n.jump_dist} {n.jump_mean_s * 1e3:g} ms, throttle x{n.throttle_factor:g} "
+                      f"after {n.throttle_after_s:g} s busy",
+                      f"engine.calibration.noise jump diffusion, seed engine.des.seed={seed}")
+
+
 def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: RequestStream) -> list:
     c = specs.calibration
     out = [
@@ -131,7 +141,7 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
         Assumption("replicas", f"{replicas} behind {des.router}", "data-parallel, independent KV"),
         Assumption("request stream", stream.source,
                    "closed loop" if stream.users else "open loop"),
-        Assumption("noise", "off", "deterministic step times (calibration noise hook unused)"),
+        _noise_assumption(c.noise, des.seed),
     ]
     if c.per_request_overhead_s:
         out.append(Assumption("per-request overhead", f"{c.per_request_overhead_s * 1e3:g} ms",
@@ -168,6 +178,9 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
                         f"fewer than the {n_rep} replicas (at least one must decode)")
     devices = specs.partition.devices_per_replica * n_rep
     sm = StepModel.from_specs(specs)
+    if noise is None:  # the calibration's jump-diffusion noise (None when calibration.noise is off)
+        from engine.calibration.noise import make_noise
+        noise = make_noise(specs.calibration.noise, des.seed)
     one, many = step_functions(sm, noise)
     st = State(stream)
     reps = []

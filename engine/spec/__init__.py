@@ -7,7 +7,7 @@ from engine.spec.hardware import HardwareSpec
 from engine.spec.model import ModelSpec, DTYPE_BYTES
 from engine.spec.partition import PartitionSpec
 from engine.spec.workload import WorkloadSpec
-from engine.spec.calibration import CalibrationSpec
+from engine.spec.calibration import CalibrationSpec, NoiseSpec
 from engine.spec.bundle import Specs
 from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
 
@@ -17,6 +17,7 @@ __all__ = [
     "PartitionSpec",
     "WorkloadSpec",
     "CalibrationSpec",
+    "NoiseSpec",
     "Specs",
     "DTYPE_BYTES",
     "AnalyticalSpec",

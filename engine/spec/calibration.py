@@ -1,8 +1,55 @@
 """CalibrationSpec: the fitted factors between spec-sheet peaks and what software attains."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from engine.spec._check import fraction, non_negative
+from engine.spec._check import fraction, non_negative, one_of
+
+JUMP_DISTS = ("fixed", "exponential", "lognormal")
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """Step-time noise of the discrete-event engine (``engine.calibration.noise``): a Merton-style
+    jump diffusion on each iteration time x.
+
+    x' = x * exp(jitter_sigma * Z)            (log-normal jitter, median-preserving;
+                                                mean multiplier exp(sigma^2 / 2))
+         + sum of N stalls, N ~ Poisson(jump_rate_per_s * x * exp(sigma Z))
+                                               (jumps per second of busy time)
+    stall sizes: fixed (= jump_mean_s), exponential (mean jump_mean_s) or lognormal (mean
+    jump_mean_s, log-space std jump_sigma);
+    power/TDP throttle: after throttle_after_s seconds of cumulative busy time, every iteration
+    takes 1 / throttle_factor longer (clocks at throttle_factor of nominal); throttle_after_s = 0 or
+    throttle_factor = 1: off. All zero: no noise (the DES is deterministic as without a hook).
+    Defaults (all off) live in ``conf/calibration/noise/none.yaml``.
+    """
+
+    jitter_sigma: float = 0.0
+    jump_rate_per_s: float = 0.0
+    jump_dist: str = "fixed"
+    jump_mean_s: float = 0.0
+    jump_sigma: float = 0.5
+    throttle_after_s: float = 0.0
+    throttle_factor: float = 1.0
+
+    _group = "calibration.noise"
+
+    def __post_init__(self):
+        g = self._group
+        non_negative(g, "jitter_sigma", self.jitter_sigma)
+        non_negative(g, "jump_rate", self.jump_rate_per_s, unit="per s")
+        one_of(g, "jump_dist", self.jump_dist, JUMP_DISTS)
+        non_negative(g, "jump_size", self.jump_mean_s, unit="s")
+        non_negative(g, "jump_sigma", self.jump_sigma)
+        non_negative(g, "throttle_after", self.throttle_after_s, unit="s")
+        fraction(g, "throttle_factor", self.throttle_factor)
+
+    @property
+    def enabled(self) -> bool:
+        """True when any part of the noise changes a step time."""
+        jumps = self.jump_rate_per_s > 0 and self.jump_mean_s > 0
+        throttle = self.throttle_after_s > 0 and self.throttle_factor < 1
+        return self.jitter_sigma > 0 or jumps or throttle
 
 
 @dataclass(frozen=True)
@@ -30,6 +77,7 @@ class CalibrationSpec:
     per_token_overhead_s: float = 0.0
     per_request_overhead_s: float = 0.0
     name: str = "calibration"
+    noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
 
     _group = "calibration"
 
