@@ -154,6 +154,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
         return None
     specs = specs_from_config(cfg)
     result = _engine(cfg.engine.name, cfg)(specs)
+    result.assumptions.extend(sheet_assumptions(cfg))
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
             "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
     meta.update(_sweep_meta())
@@ -165,6 +166,16 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
     if cfg.tracking.enabled:
         track_job_dir(cfg.tracking, job_dir, cfg=resolved, fresh=True)
     return result
+
+
+def sheet_assumptions(cfg: DictConfig) -> list:
+    """The conversions recorded when the hardware config was imported from a spec sheet (its
+    ``assumptions`` list), as result assumptions, so assumptions.md holds them too."""
+    from engine.result import Assumption
+
+    return [Assumption(f"hardware sheet: {text.split(':', 1)[0]}", cfg.hardware.name,
+                       text.split(":", 1)[1].strip() if ":" in text else text)
+            for text in (cfg.hardware.get("assumptions") or [])]
 
 
 def _sweep_meta() -> dict:
