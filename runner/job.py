@@ -159,6 +159,9 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
             "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
     meta.update(_sweep_meta())
     outputs.write_result(job_dir, result, to_yaml(resolved), meta)
+    timeline = getattr(result, "timeline", None)   # engine=des, engine.des.record_iterations=true
+    if timeline is not None:
+        timeline.write_parquet(job_dir / "timeline.parquet")
     if cfg.print_table:
         print_rows([summary_line(cfg, result.summary)])
         if not result.summary.get("fits_in_memory", True):

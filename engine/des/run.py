@@ -28,6 +28,14 @@ Noise = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
+class DesRunResult(RunResult):
+    """A RunResult plus the optional per-iteration timeline (``record_iterations``): one row per
+    iteration or decode run with its batch, prefill tokens, KV blocks used, running and waiting."""
+
+    timeline: pl.DataFrame | None = None
+
+
+@dataclass
 class SimResult:
     """Everything a simulation produced: the RunResult plus the raw state and the timeline."""
 
@@ -237,8 +245,8 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
                 "kv_blocks_used", "running", "waiting")
         rows = [r for rep in reps for r in rep.timeline]
         timeline = pl.DataFrame(rows, schema=list(cols), orient="row")
-    result = RunResult(summary=s, table=table,
-                       assumptions=assumptions(specs, des, blocks, n_rep, stream))
+    result = DesRunResult(summary=s, table=table,
+                          assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
 

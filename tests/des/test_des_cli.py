@@ -13,6 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_cli_des_on_shipped_trace_logs_table_and_percentiles(tmp_path, mlflow_uri):
     p = run_cli(["engine=des", "workload=azure_conv_2k", "workload.num_requests=300",
+                 "engine.des.record_iterations=true",
                  f"tracking.uri={mlflow_uri}", f"hydra.run.dir={tmp_path}/job"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     job = tmp_path / "job"
@@ -33,4 +34,8 @@ def test_cli_des_on_shipped_trace_logs_table_and_percentiles(tmp_path, mlflow_ur
     assert runs[0].data.tags["simllm.engine"] == "des"
     assert runs[0].data.params["engine.des.scheduler"] == "vllm"
     arts = {a.path for a in c.list_artifacts(runs[0].info.run_id)}
-    assert "table.parquet" in arts
+    assert {"table.parquet", "timeline.parquet"} <= arts
+    tl = pl.read_parquet(job / "timeline.parquet")
+    # the per-iteration timeline (one row per iteration or multi-step decode run) covers every
+    # iteration the summary counts
+    assert tl.height > 0 and int(tl["iterations"].sum()) == summary["iterations"]
