@@ -54,8 +54,9 @@ def _bound(cmp, mem, com):
     return np.where(com > np.maximum(cmp, mem), "comm", np.where(cmp >= mem, "compute", "memory"))
 
 
-def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
-    """Disaggregated vs co-located prefill/decode metrics (``disagg``) added to ``out`` in place."""
+def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> None:
+    """Disaggregated vs co-located prefill/decode metrics (``disagg``) added to ``out`` in place;
+    NaN where the decode partition (``fits``) or the prefill replica does not fit."""
     d, m, opt = specs.analytical.disagg, specs.model, specs.analytical
     B, S, N = x["batch_size"], x["prompt_len"], x["output_len"]
     tp, pp, sp = x["tp"], x["pp"], x["sp"]
@@ -82,18 +83,18 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, out: dict) -> None:
     exposed = disagg.exposed_s(hand, pf["ttft_s"], d.overlap)
     tpot_co = disagg.colocated_tpot(tpot_s, B, N, one_co)
     thr_d = disagg.throughput(B, N, tpot_s, one_p, d.prefill_replicas)
-    ok = p_mem["fits"]
+    ok = p_mem["fits"] & fits
     out.update(
         disagg_prefill_fits=ok,
         disagg_ttft_ms=np.where(ok, (pf["ttft_s"] + exposed) * 1e3, np.nan),
         disagg_prefill_ttft_ms=np.where(ok, pf["ttft_s"] * 1e3, np.nan),
         disagg_handoff_ms=hand * 1e3, disagg_exposed_handoff_ms=exposed * 1e3,
-        disagg_tpot_ms=tpot_s * 1e3,
+        disagg_tpot_ms=np.where(ok, tpot_s * 1e3, np.nan),
         disagg_throughput_tok_s_per_gpu=np.where(ok, thr_d / (d_dev + d.prefill_replicas * p_dev), np.nan),
         disagg_devices=(d_dev + d.prefill_replicas * p_dev) * x["dp"],
-        colocated_ttft_ms=ttft_co_s * 1e3,
-        colocated_tpot_ms=tpot_co * 1e3,
-        colocated_throughput_tok_s_per_gpu=B / tpot_co / d_dev,
+        colocated_ttft_ms=np.where(fits, ttft_co_s * 1e3, np.nan),
+        colocated_tpot_ms=np.where(fits, tpot_co * 1e3, np.nan),
+        colocated_throughput_tok_s_per_gpu=np.where(fits, B / tpot_co / d_dev, np.nan),
     )
 
 
@@ -191,7 +192,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
                    spec_interactivity_tok_s_per_user=nan_if_not_fit(1.0 / t_sd),
                    spec_throughput_tok_s_per_gpu=nan_if_not_fit(B / t_sd / dev_rep))
     if opt.disagg.enabled:
-        _disagg(specs, x, sm, ttft_s, tpot_s, out)
+        _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)
     return out
 
 

@@ -87,7 +87,8 @@ def assumptions(specs: Specs) -> list[Assumption]:
     out.append(Assumption("weight bytes", f"{weight_bytes_per_param(m):.4g} B/param ({m.weight_dtype}"
                           + (f", a {m.weight_scale_dtype} scale per {m.weight_group_size})"
                              if m.weight_group_size else ")"),
-                          "group-scale overhead included"))
+                          "group-scale overhead included" if m.weight_group_size else
+                          "per-channel scales, counted as 0"))
     out.append(Assumption("energy", f"P = TDP x ({a.idle_power_fraction} + (1 - "
                           f"{a.idle_power_fraction}) x busy fraction)",
                           "busy = roofline time / step time; TDP as the ceiling"))
