@@ -16,7 +16,8 @@ from runner.units import to_si
 #: Quantities for which zero is meaningful (no SRAM, no latency, no reserve).
 _ZERO_OK = {"hardware.sram", "hardware.scaleup_latency", "hardware.scaleout_latency",
             "calibration.memory_reserve", "calibration.step_overhead",
-            "calibration.per_token_overhead", "calibration.per_request_overhead"}
+            "calibration.per_token_overhead", "calibration.per_request_overhead",
+            "calibration.launch_overhead"}
 
 _SCHEMAS = {"hardware": HardwareSchema, "model": ModelSchema, "partition": PartitionSchema,
             "workload": WorkloadSchema, "calibration": CalibrationSchema}
@@ -149,6 +150,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             step_overhead_s=_q(cfg, "calibration", "step_overhead"),
             per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
             per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
+            launch_overhead_s=_q(cfg, "calibration", "launch_overhead"),
             noise=noise_spec(cfg),
         ),
         analytical=analytical_spec(cfg),

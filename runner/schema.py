@@ -19,6 +19,7 @@ UNITS = {
     "hardware.scaleout_bandwidth": "GB/s", "hardware.scaleout_latency": "us", "hardware.tdp": "W",
     "calibration.memory_reserve": "GB", "calibration.step_overhead": "us",
     "calibration.per_token_overhead": "us", "calibration.per_request_overhead": "us",
+    "calibration.launch_overhead": "us",
     "calibration.noise.jump_size": "ms", "calibration.noise.throttle_after": "s",
 }
 
@@ -159,6 +160,7 @@ class CalibrationSchema:
     step_overhead: Any = "???"
     per_token_overhead: Any = "???"
     per_request_overhead: Any = "???"
+    launch_overhead: Any = "0 us"
     provenance: str = ""
     noise: NoiseSchema = field(default_factory=NoiseSchema)
 

@@ -71,6 +71,12 @@ def assumptions(specs: Specs) -> list[Assumption]:
     if m.sliding_window_layers:
         out.append(Assumption("sliding-window layers", f"{m.sliding_window_layers} x {m.sliding_window}",
                               "windows taken at the mid-decode context; mean per chunk in chunked prefill"))
+    if c.step_overhead_s or c.launch_overhead_s or c.per_token_overhead_s or c.per_request_overhead_s:
+        out.append(Assumption("framework overheads",
+                              f"scheduler {c.step_overhead_s * 1e6:g} us + launch/graph "
+                              f"{c.launch_overhead_s * 1e6:g} us per pass, {c.per_token_overhead_s * 1e6:g} us "
+                              f"per emitted token, {c.per_request_overhead_s * 1e6:g} us per request",
+                              f"calibration '{c.name}'; added to the roofline time"))
     out.append(Assumption("batch arrival", "all requests together, decode in lock-step",
                           "analytical lower bound: no queueing, p50 = p99"))
     out.append(Assumption("TPOT", "exact mean over contexts S+1..S+N-1",

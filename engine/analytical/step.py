@@ -18,6 +18,7 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
     time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
            + step_overhead + n * per_token_overhead
+(step_overhead = the calibration's scheduler step_overhead + launch_overhead, per pass)
 FLOPs are divided by tp x sp devices at peak x compute_efficiency; weights by tp (experts by
 max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency; comm from
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
@@ -157,7 +158,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         act_s_per_token=traffic.activation_elems_per_token(m) * act / (tp * sp) / bw,
         comm_latency_s=c0,
         comm_s_per_token=c1,
-        step_overhead_s=cal.step_overhead_s,
+        step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s,
         per_token_overhead_s=cal.per_token_overhead_s,
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,

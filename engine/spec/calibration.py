@@ -61,8 +61,9 @@ class CalibrationSpec:
     KV capacity = (HBM - weights - activations - memory_reserve_bytes) x kv_usable_fraction.
 
     Framework overheads (seconds), added to the roofline time:
-    step_overhead_s: per forward pass / iteration (scheduler, input prep, kernel launches or
-        CUDA-graph replay);
+    step_overhead_s: per forward pass / iteration (scheduler, input preparation);
+    launch_overhead_s: per forward pass, launching the kernels or replaying the CUDA graph
+        (kept apart from the scheduler so each can be set; the step model adds both per pass);
     per_token_overhead_s: per sequence per step that emits a token (sampling, detokenisation);
     per_request_overhead_s: once per request (tokenisation, admission, response).
     Defaults live in ``conf/calibration/``, never here.
@@ -75,6 +76,7 @@ class CalibrationSpec:
     kv_usable_fraction: float
     step_overhead_s: float = 0.0
     per_token_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0
     per_request_overhead_s: float = 0.0
     name: str = "calibration"
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
@@ -91,3 +93,4 @@ class CalibrationSpec:
         non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
         non_negative(g, "per_token_overhead", self.per_token_overhead_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_overhead_s, unit="s")
+        non_negative(g, "launch_overhead", self.launch_overhead_s, unit="s")

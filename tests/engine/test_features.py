@@ -374,3 +374,16 @@ def test_colocated_vs_disaggregated_steady_state():
     thr = min(32 / r["tpot_ms_p50"], 256 / t1) * 1e3 / 16
     assert r["disagg_throughput_tok_s_per_gpu"] == pytest.approx(thr)
     assert r["colocated_throughput_tok_s_per_gpu"] == pytest.approx(32 / r["colocated_tpot_ms"] * 1e3 / 8)
+
+
+def test_launch_overhead_is_a_per_pass_cost_beside_the_scheduler(cfg_of):
+    """calibration.launch_overhead (CUDA-graph replay / kernel launches) adds per forward pass,
+    like step_overhead: TPOT + 30 us, single-pass TTFT + 30 us, a 4-chunk prefill of each of the
+    16 prompts of the default chat workload (512 tokens in 128-token passes) + 64 x 30 us."""
+    from runner.convert import specs_from_config
+    base = ("workload.prompt_len=512", "engine.analytical.prefill_chunk=128", "tracking=none")
+    r0 = run(specs_from_config(cfg_of(*base))).summary
+    r1 = run(specs_from_config(cfg_of(*base, "calibration.launch_overhead=30us"))).summary
+    B = specs_from_config(cfg_of(*base)).workload.batch_size
+    assert r1["tpot_ms_p50"] - r0["tpot_ms_p50"] == pytest.approx(0.030)
+    assert r1["ttft_ms_p50"] - r0["ttft_ms_p50"] == pytest.approx(B * 4 * 0.030)
