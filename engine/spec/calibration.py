@@ -76,8 +76,8 @@ class CalibrationSpec:
     kv_usable_fraction: float
     step_overhead_s: float = 0.0
     per_token_overhead_s: float = 0.0
-    launch_overhead_s: float = 0.0
     per_request_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0
     name: str = "calibration"
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
 
