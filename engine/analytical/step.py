@@ -23,6 +23,10 @@ FLOPs are divided by tp x sp devices at peak x compute_efficiency; weights by tp
 max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency; comm from
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
 Arguments may be floats or numpy arrays; ``build`` makes the constants arrays over a grid.
+
+Limits of the four-aggregate interface: P counts every attended position (sliding windows are
+not applied here; the analytical pipeline applies them via layer-pairs), and pairs are costed in
+the prefill form (MLA: per-head keys; ``decode_flops_per_pair`` holds the absorbed decode form).
 """
 
 from dataclasses import dataclass
