@@ -12,10 +12,12 @@ and memory are affine in c, so ``latency.mean_of_max_affine`` gives the mean of 
 
 Pipeline parallelism (llm_perf's decode microbatching): the batch is cut into m microbatches
 (engine.analytical.pp_microbatches, 0 = pp; m <= B) that chase each other round the pp stages.
-A stage spends t_s = t_pass(B/m) / pp on a microbatch; a sequence gets its next token after a
-full round of pp stages and pp hand-offs, and a stage can only serve m microbatches per round:
-    TPOT = max(pp (t_s + hop), m t_s) + m step_overhead + B per_token_overhead
-m < pp leaves bubbles (stages idle); m > pp queues microbatches. pp = 1: the single-pass time.
+The largest stage (ceil(L/pp) of L layers, ``parallel.stage_share``) spends
+t_s = t_pass(B/m) x ceil(L/pp)/L on a microbatch; a sequence gets its next token after a full
+round of all stages and pp hand-offs, and the largest stage serves m microbatches per round:
+    TPOT = max(t_pass + pp hop, m t_s) + m step_overhead + B per_token_overhead
+(equal stages: max(pp (t_s + hop), m t_s)). m < pp leaves bubbles; m > pp queues microbatches.
+pp = 1: the single-pass time.
 """
 
 import numpy as np
@@ -72,12 +74,13 @@ def tpot(sm, m: ModelSpec, B, S, N, pp, mb, q=1.0):
     T = Bm * q
     comm = sm.comm_s(T)
     hop = sm.hop_latency_s + sm.hop_s_per_token * T
-    t_stage = parallel.overlapped(roof, comm - hop, sm.overlap) / pp
+    f = parallel.stage_share(m.num_layers, pp)
+    t_pass = parallel.overlapped(roof, comm - hop, sm.overlap)
     hop_b = np.where(pp > 1, hop / np.maximum(pp - 1, 1), 0.0)
-    cycle = (np.maximum(pp * (t_stage + hop_b), mbs * t_stage)
+    cycle = (np.maximum(t_pass + pp * hop_b, mbs * t_pass * f)
              + mbs * sm.step_overhead_s + B * q * sm.per_token_overhead_s)
-    return dict(tpot_s=cycle, roof_s=mbs * roof / pp, compute_s=mbs * cmp / pp,
-                memory_s=mbs * mem / pp, comm_s=mbs * comm, microbatches=mbs)
+    return dict(tpot_s=cycle, roof_s=mbs * roof * f, compute_s=mbs * cmp * f,
+                memory_s=mbs * mem * f, comm_s=mbs * comm, microbatches=mbs)
 
 
 def batch_star(sm, m: ModelSpec, S, N):

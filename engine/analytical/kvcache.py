@@ -3,11 +3,12 @@ fragmentation, capacity and the number of sequences that fit. Bytes; vectorised.
 
 A sequence of n tokens occupies ceil(n / b) blocks of b tokens (``kv_block_tokens``); the unused
 tail of its last block is internal fragmentation, 1 - n / (b ceil(n/b)). Per device the cache is
-split min(tp, KV heads) x pp x sp ways (``memory.kv_shard_factor``).
+split min(tp, KV heads) x sp ways and the largest pipeline stage holds ceil(L/pp) of the L
+layers (``parallel.stage_share``; 1/pp of them when pp divides L).
     capacity per device = (HBM - weights - activations - reserve) x kv_usable_fraction
     max concurrent sequences at context n = floor(capacity / per-sequence bytes per device)
-Weights per device: non-expert weights / (tp pp) + routed experts / (max(tp, ep) pp), with
-group-scale overhead (``precision``).
+Weights per device: (non-expert weights / tp + routed experts / max(tp, ep)) x ceil(L/pp)/L,
+with group-scale overhead (``precision``).
 """
 
 import numpy as np
@@ -37,10 +38,12 @@ def sequence_bytes(model: ModelSpec, context_len, block_tokens):
 
 
 def weights_per_device(model: ModelSpec, tp, pp, ep):
-    """Weight bytes one device holds: (total - experts) / (tp pp) + experts / (max(tp, ep) pp)."""
+    """Weight bytes one device of the largest stage holds:
+    ((total - experts) / tp + experts / max(tp, ep)) x ceil(L/pp)/L."""
     pc = param_counts(model)
     wb = weight_bytes_per_param(model)
-    return ((pc.total - pc.experts) * wb / tp + pc.experts * wb / parallel.expert_shard(tp, ep)) / pp
+    share = parallel.stage_share(model.num_layers, pp)
+    return ((pc.total - pc.experts) * wb / tp + pc.experts * wb / parallel.expert_shard(tp, ep)) * share
 
 
 def footprint(model: ModelSpec, B, context_len, tp, pp, ep, sp, pass_tokens, hbm_bytes,
@@ -49,7 +52,8 @@ def footprint(model: ModelSpec, B, context_len, tp, pp, ep, sp, pass_tokens, hbm
 
     weights, activations (of a pass of ``pass_tokens`` tokens), kv (paged), kv_capacity, fits,
     max_seqs (concurrent sequences the capacity holds at this context), fragmentation."""
-    split = memory.kv_shard_factor(memory.kv_heads(model), tp, pp, sp)
+    split = memory.kv_shard_factor(memory.kv_heads(model), tp,
+                                   1.0 / parallel.stage_share(model.num_layers, pp), sp)
     w = weights_per_device(model, tp, pp, ep)
     act = memory.activation_peak_bytes(model, pass_tokens / sp, B, tp)
     seq = sequence_bytes(model, context_len, block_tokens) / split

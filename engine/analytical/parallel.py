@@ -94,6 +94,14 @@ def overlapped(roof_s, comm_s, overlap):
     return roof_s + comm_s - overlap * np.minimum(roof_s, comm_s)
 
 
+def stage_share(num_layers: int, pp):
+    """Share of the model's layers on the largest pipeline stage: ceil(L / pp) / L (= 1/pp when
+    pp divides L). Stages are filled as evenly as possible; the largest one sets the pace and holds
+    the most weights and KV (DeepSeek-V3's 61 layers on pp = 4: 16/61 instead of 1/4)."""
+    pp = np.asarray(pp, dtype=float)
+    return np.ceil(num_layers / pp) / num_layers
+
+
 def expert_shard(tp, ep):
     """Ways each MoE layer's routed experts are split over a stage: max(tp, ep) - whole experts
     over ep devices, each tensor-split over the tp/ep devices left (ep | tp x sp required)."""
@@ -108,7 +116,7 @@ def invalid_reasons(specs: Specs, tp, pp, ep, sp):
     reasons = {
         "heads not divisible by tp": (m.num_heads % tp) != 0,
         "kv heads neither divide nor are a multiple of tp": ((nkv % tp) != 0) & ((tp % nkv) != 0),
-        "layers not divisible by pp": (m.num_layers % pp) != 0,
+        "more stages than layers": pp > m.num_layers,
         "ep > 1 on a dense model" if not m.is_moe else "experts not divisible by ep":
             (ep > 1) if not m.is_moe else (m.num_experts % ep) != 0,
         "ep does not divide tp x sp": ((tp * sp) % ep) != 0,

@@ -40,7 +40,8 @@ def assumptions(specs: Specs) -> list[Assumption]:
     if p.pp > 1:
         out.append(Assumption("pipeline microbatching", f"{a.pp_microbatches or p.pp} microbatches",
                               "decode: TPOT = max(pp (t_stage + hop), m t_stage); prefill: "
-                              "(pp + m - 1) t_stage warm-up; stages equal (LM head spread evenly)"))
+                              "(pp + m - 1) t_stage warm-up; the largest stage (ceil(L/pp) layers) "
+                              "sets the pace; LM head spread over the stages"))
     if p.ep > 1:
         out.append(Assumption("expert parallelism", f"ep={p.ep}",
                               "experts split max(tp, ep) ways; 2 all-to-alls per MoE layer replace the "

@@ -30,11 +30,11 @@ class Specs:
         if m.num_kv_heads % p.tp and p.tp % m.num_kv_heads:
             raise SpecError("partition.tp", p.tp,
                             f"a divisor or multiple of model.num_kv_heads={m.num_kv_heads} ({m.name})")
-        if m.num_layers % p.pp:
-            # Uneven stages are possible in practice, but the slowest stage then sets the pace;
-            # v1 keeps stages equal so the per-stage time is exact.
+        if p.pp > m.num_layers:
+            # Uneven stages are allowed: the largest, ceil(L/pp) layers, sets the pace
+            # (engine.analytical.parallel.stage_share).
             raise SpecError("partition.pp", p.pp,
-                            f"a divisor of model.num_layers={m.num_layers} ({m.name})")
+                            f"at most model.num_layers={m.num_layers} ({m.name})")
         if p.ep > 1:
             if not m.is_moe:
                 raise SpecError("partition.ep", p.ep, f"1 for the dense model {m.name}")
