@@ -44,6 +44,8 @@ _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
 
 
 class Replica:
+    """One replica's queue, running slots and KV pool (see the module docstring)."""
+
     def __init__(self, idx: int, st: State, spec: DesSpec, total_blocks: int, step_time,
                  step_times, prefix: PrefixCache | None, block_tokens: int):
         self.idx = idx
@@ -71,7 +73,9 @@ class Replica:
         self.waiting: list = []
         self._seq = 0
         self._policy = spec.queue_policy
-        # current run: None (idle) or a tuple, see plan()
+        # current run: None (idle),
+        #   ("decode", start, cumulative step times, k, KV blocks used, ends at a completion, step times)
+        #   ("single", start, duration, [(slot, prefill chunk)], decoding slots, KV blocks used, #decoding)
         self.run = None
         self.version = 0
         self.plan_pending = False
