@@ -236,6 +236,7 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
         mean_in_system=mean_in_sys, utilisation=float(sum(r.busy_s for r in reps) / (span * n_rep))
         if span > 0 else float("nan"),
     )
+    s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks <= 0:
         s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
                               f"{cap.activation_gb:.1f} GB activations per device")
@@ -249,6 +250,23 @@ def simulate(specs: Specs, des: DesSpec, *, stream: RequestStream | None = None,
                           assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
+
+
+def binding_bound(sm: StepModel, s: dict, st: State) -> str:
+    """What limits the simulated service: ``queueing`` when the median request waits at least as
+    long in the queue as half its TTFT; otherwise the roof a decode step hits at the mean batch and
+    mean context (compute: FLOP time > HBM time; else memory), with ``comm`` when the collectives
+    take longer than both."""
+    if s.get("queueing_ms_p50", 0) >= 0.5 * s.get("ttft_ms_p50", float("inf")):
+        return "queueing"
+    b = max(float(s.get("batch_size_mean") or 1.0), 1.0)
+    ctx = float(np.mean(st.prompt) + np.mean(st.output) / 2) if st.n else 0.0
+    compute = (sm.flops_per_token + sm.flops_per_logit + sm.flops_per_pair * ctx) * b
+    memory = float(sm.weight_s(b)) + sm.kv_s_per_token * (ctx + 1) * b + sm.act_s_per_token * b
+    comm = sm.comm_latency_s + sm.comm_s_per_token * b
+    if comm > max(compute, memory):
+        return "comm"
+    return "compute" if compute > memory else "memory"
 
 
 def run(specs: Specs, des: DesSpec | None = None, *, noise: Noise | None = None) -> RunResult:

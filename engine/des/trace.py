@@ -82,15 +82,36 @@ def _columns(df: pl.DataFrame, spec: TraceSpec):
     return layout
 
 
+def _lengths(df: pl.DataFrame, col: str, key: str, path: str) -> np.ndarray:
+    """A token-length column as int64; cells that are not whole numbers become -1 (dropped with
+    the other non-positive rows); a column that is not numeric at all is an error naming it."""
+    c = df[col]
+    if c.dtype == pl.String or c.dtype.is_float():
+        c = c.cast(pl.Float64, strict=False)
+    elif not c.dtype.is_integer():
+        raise SpecError(f"workload.trace.{key}", col, f"a numeric token-length column in {path} "
+                        f"(it holds {c.dtype})")
+    v = c.to_numpy().astype(float)
+    ok = np.isfinite(v) & (v == np.floor(v)) & (np.abs(v) < 2**62)
+    return np.where(ok, v, -1).astype(np.int64)
+
+
 def load_trace(spec: TraceSpec) -> Trace:
     """Read ``spec.path`` into a :class:`Trace` (lengths as int64, arrivals in s from the first row)."""
     path = Path(spec.path)
     if not path.is_file():
         raise SpecError("workload.trace.path", spec.path, "an existing trace file")
-    df = _read(path, spec.format)
+    try:
+        df = _read(path, spec.format)
+    except SpecError:
+        raise
+    except Exception as e:  # noqa: BLE001 - polars/arrow raise many kinds on truncated or binary files
+        raise SpecError("workload.trace.path", spec.path,
+                        f"a readable {spec.format if spec.format != 'auto' else path.suffix} trace "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
     arr_c, pr_c, out_c, hash_c, unit = _columns(df, spec)
-    prompt = df[pr_c].cast(pl.Int64).to_numpy()
-    output = df[out_c].cast(pl.Int64).to_numpy()
+    prompt = _lengths(df, pr_c, "prompt_column", spec.path)
+    output = _lengths(df, out_c, "output_column", spec.path)
     keep = (prompt > 0) & (output > 0)
     arrival = None
     if arr_c:
@@ -101,11 +122,15 @@ def load_trace(spec: TraceSpec) -> Trace:
             arrival = col.dt.epoch("us").cast(pl.Float64).to_numpy() * 1e-6
         else:
             scale = _UNIT_S.get(unit, 1.0)
-            arrival = col.cast(pl.Float64).to_numpy() * scale
+            arrival = col.cast(pl.Float64, strict=False).to_numpy() * scale
         keep &= np.isfinite(arrival)
     hashes = None
     if hash_c:
-        hashes = [np.asarray(h if h is not None else [], dtype=np.int64) for h in df[hash_c].to_list()]
+        try:
+            hashes = [np.asarray(h if h is not None else [], dtype=np.int64) for h in df[hash_c].to_list()]
+        except (TypeError, ValueError, OverflowError):
+            raise SpecError(f"workload.trace.hash_column", hash_c,
+                            f"a column of integer lists (prefix block hashes) in {spec.path}") from None
     if not keep.all():
         idx = np.flatnonzero(keep)
         prompt, output = prompt[idx], output[idx]
