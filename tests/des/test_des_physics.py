@@ -140,3 +140,15 @@ def test_swap_preemption_conserves_and_never_recomputes(specs_with):
     slow = simulate(specs, DesSpec(num_kv_blocks=600, preemption="swap",
                                    swap_bandwidth_gb_s=0.001)).result.summary
     assert slow["e2e_ms_mean"] > fast.result.summary["e2e_ms_mean"]
+
+
+def test_binding_bound_low_load_memory_overload_queueing(specs_with):
+    # One request at a time: no queue, and a batch-1 decode step of an 8B model on H100 is
+    # HBM-bound (the analytical engine says so too). Far above capacity (the load-curve
+    # experiment puts it near 69 req/s) most of a request's TTFT is spent waiting: queueing.
+    low = simulate(specs_with(num_requests=10, arrival="gamma", rate_rps=0.5, arrival_cv=0.01),
+                   DesSpec()).result.summary
+    assert low["bound"] == _analytical(specs_with(), 1)["decode_bound"] == "memory"
+    high = simulate(specs_with(num_requests=400, arrival="poisson", rate_rps=400.0),
+                    DesSpec()).result.summary
+    assert high["queueing_ms_p50"] > 0.5 * high["ttft_ms_p50"] and high["bound"] == "queueing"
