@@ -68,7 +68,8 @@ class Measurement:
     format: str
     sha256: str
     notes: list = field(default_factory=list)
-    itl_quantiles: dict | None = None    # {percentile: ms} when only ITL percentiles are known
+    itl_cdf: tuple | None = None         # (log10 ms at bin edges, CDF there) when ITLs are binned
+    itl_count: float = 0.0                # ITLs behind itl_cdf
 
     def __len__(self) -> int:
         return self.table.height
@@ -77,8 +78,9 @@ class Measurement:
         """Percentile ``q`` (0-100) of ``ttft_ms`` | ``tpot_ms`` | ``itl_ms`` over requests (ITL:
         over every gap)."""
         if metric == "itl_ms":
-            if self.itl_ms is None and self.itl_quantiles and q in self.itl_quantiles:
-                return float(self.itl_quantiles[q])
+            if self.itl_ms is None and self.itl_cdf is not None:
+                edges, cdf = self.itl_cdf
+                return float(10 ** np.interp(q / 100.0, cdf, edges))
             v = self.itl_ms if self.itl_ms is not None else np.array([])
         else:
             v = self.table[metric].drop_nulls().to_numpy()
@@ -393,8 +395,9 @@ def read_measurement(path, fmt: str = "auto", **kw) -> Measurement:
 
 
 def request_stream(m: Measurement, seed: int = 0):
-    """The DES request stream of a measurement: its lengths, and its arrivals (recorded times,
-    or the workload's process drawn with ``seed``)."""
+    """(stream, order): the DES request stream of a measurement (its lengths, and its arrivals:
+    recorded times, or the workload's process drawn with ``seed``), and the table rows in stream
+    order (simulated request i is measured row order[i])."""
     from engine.des.workload import RequestStream
 
     t = m.table
@@ -419,25 +422,55 @@ def request_stream(m: Measurement, seed: int = 0):
         arrival = np.cumsum(gaps)
     else:
         arrival = np.zeros(n)
+    order = np.arange(n)
     if users == 0:
         order = np.argsort(arrival, kind="stable")
         arrival, prompt, output = arrival[order], prompt[order], output[order]
     return RequestStream(arrival_s=arrival, prompt=prompt, output=output,
                          priority=np.ones(n, dtype=np.int8), users=users,
-                         source=f"measurement {Path(m.path).name}")
+                         source=f"measurement {Path(m.path).name}"), order
 
 
-def from_simulation(table: pl.DataFrame, summary: dict, workload: dict, path: str = "<simulated>") -> Measurement:
-    """A Measurement made from a DES result (the round-trip test's 'measurement'); the DES keeps
-    ITLs as a histogram, so only its p50/p90/p99/p99.9 (``itl_quantiles``) are carried."""
+def itl_histogram_cdf(state) -> tuple:
+    """((log10 ms at the bin edges, CDF there), total weight) of a DES State's ITL histogram
+    (the CDF rises linearly in log space inside a bin)."""
+    from engine.des.state import ITL_BINS_PER_DECADE, _ITL_LO
+
+    state.flush_itl()
+    h = state.itl_hist
+    total = float(h.sum())
+    if total <= 0:
+        return None, 0.0
+    nz = np.flatnonzero(h)
+    lo, hi = nz[0], nz[-1] + 1
+    edges = _ITL_LO + np.arange(lo, hi + 1) / ITL_BINS_PER_DECADE + 3.0   # log10 s -> log10 ms
+    cdf = np.concatenate([[0.0], np.cumsum(h[lo:hi]) / total])
+    return (edges, cdf), total
+
+
+def itl_quantiles_ms(state, qs) -> list:
+    """Percentiles ``qs`` of a DES State's ITL histogram [ms], interpolated linearly in log
+    space inside the bin where the CDF crosses (the State's own percentiles are bin centres, a
+    1.2 % staircase that a finite-difference optimiser cannot follow)."""
+    cdf, _ = itl_histogram_cdf(state)
+    if cdf is None:
+        return [float("nan")] * len(qs)
+    edges, c = cdf
+    return [float(10 ** np.interp(q / 100.0, c, edges)) for q in qs]
+
+
+def from_simulation(sim, workload: dict, path: str = "<simulated>") -> Measurement:
+    """A Measurement made from a DES SimResult (the round-trip test's 'measurement'): the
+    completed requests, and the ITL distribution as the DES's histogram (``itl_cdf``)."""
+    table = sim.result.table
     done = table.filter(pl.col("completion_s").is_not_nan() & pl.col("completion_s").is_not_null())
     t = pl.DataFrame({
         "request_id": done["request_id"], "input_len": done["prompt_len"],
         "output_len": done["output_len"], "arrival_s": done["arrival_s"],
         "ttft_ms": done["ttft_ms"], "tpot_ms": done["tpot_ms"], "e2e_ms": done["e2e_ms"]})
-    itq = {q: summary[f"itl_ms_{lab}"] for lab, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0),
-                                                       ("p99_9", 99.9))}
-    return Measurement(t, dict(workload), None, path, "simulation", "", ["made from a simulation"], itq)
+    cdf, total = itl_histogram_cdf(sim.state)
+    return Measurement(t, dict(workload), None, path, "simulation", "", ["made from a simulation"],
+                       itl_cdf=cdf, itl_count=total)
 
 
 __all__ = ["Measurement", "MeasurementError", "read_measurement", "read_vllm", "read_genai_perf",

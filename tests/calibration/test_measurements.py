@@ -68,7 +68,8 @@ def test_plain_csv():
     assert math.isnan(t["tpot_ms"][2])                                   # one output token
     assert m.workload["arrival"] == "trace"
     assert m.quantile("itl_ms", 50) == pytest.approx(10.5)               # median of 9,10,11,12
-    s = request_stream(m)
+    s, order = request_stream(m)
+    assert list(order) == [0, 1, 2]
     assert list(s.prompt) == [512, 256, 1024] and list(s.arrival_s) == pytest.approx([0, 0.5, 1.25])
 
 

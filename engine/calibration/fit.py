@@ -1,0 +1,359 @@
+"""Two-stage calibration of the DES to one measurement (seed document 000, sec. 6.3).
+
+Stage 1 (the regular state) fits compute efficiency, memory-bandwidth efficiency and the per-step
+overhead so that the simulated requests match the measured ones: residuals are per-request
+log(sim / measured) of TTFT and TPOT (robust soft-L1 loss, so rare stalls do not pull the body)
+plus the two log p50 ratios weighted by sqrt(N), so that p50 TTFT and p50 TPOT are matched first.
+TTFT across prompt lengths separates compute (slope) from overhead (intercept); TPOT then gives the
+bandwidth. The request stream is the measured one (lengths, arrivals or concurrency), replayed.
+
+Stage 2 (the tail) holds those and fits the jump diffusion of ``engine.calibration.noise`` (jitter
+sigma, jump rate lambda, mean jump size J; the jump distribution is the configured one) to log
+ratios of the p90/p99/p99.9 of TTFT, TPOT and (when measured) ITL, plus the ITL p50.
+
+Jumps add lambda*J per second of work on average, so a tail fitted after a noiseless stage 1 would
+raise p50 TPOT: the two stages alternate (``rounds``, default 2), stage 1 re-fitting with the
+current tail switched on, so that fitting the tail leaves the p50s where stage 1 put them.
+
+Stage 1 in the first round fits the ITL p50 (the regular step: jitter is median-preserving, jumps
+touch a few per cent of the iterations) instead of TPOT; stage 2 starts from a closed-form
+(method-of-moments) estimate of the tail and weights each percentile by its sampling error.
+
+Optimisers (scipy.optimize, no grid): stage 1 least_squares (trust-region reflective, soft-L1
+loss, bounds in log space); stage 2 Nelder-Mead on log parameters (finite-sample percentiles move
+in small steps as jump counts change, which misleads finite-difference gradients). Simulations use
+common random numbers (one noise seed, ``engine.des.seed``), so each objective is deterministic.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.calibration.measurements import Measurement, itl_quantiles_ms, request_stream
+from engine.spec import NoiseSpec, Specs
+
+STAGE1 = ("compute_efficiency", "memory_bandwidth_efficiency", "step_overhead_s")
+STAGE2 = ("jitter_sigma", "jump_rate_per_s", "jump_mean_s")
+PARAMS = STAGE1 + STAGE2
+#: Percentiles compared in the error table: (metric, percentile).
+TARGETS = tuple((m, q) for m in ("ttft_ms", "tpot_ms", "itl_ms") for q in (50.0, 90.0, 99.0, 99.9))
+_SUMMARY_Q = {50.0: "p50", 90.0: "p90", 99.0: "p99", 99.9: "p99_9"}
+#: (low, high) of each parameter (the optimiser works on logs except the overhead, in ms).
+BOUNDS = {"compute_efficiency": (0.02, 1.0), "memory_bandwidth_efficiency": (0.02, 1.0),
+          "step_overhead_s": (0.0, 0.1), "jitter_sigma": (1e-3, 1.0),
+          "jump_rate_per_s": (1e-3, 1e3), "jump_mean_s": (1e-5, 10.0)}
+#: Which symptom each parameter is meant to explain (seed document 000, sec. 6.3 table).
+SYMPTOMS = {
+    "compute_efficiency": "p50 TTFT high -> compute efficiency",
+    "memory_bandwidth_efficiency": "p50 TPOT high -> bandwidth efficiency",
+    "step_overhead_s": "TTFT and TPOT high by a constant -> per-step overhead",
+    "jitter_sigma": "p90 spread of ITL/TTFT -> jitter sigma",
+    "jump_rate_per_s": "sporadic p99 spikes -> jump rate",
+    "jump_mean_s": "size of p99/p99.9 spikes -> jump size",
+}
+
+
+def params_of(specs: Specs) -> dict:
+    """The six fitted parameters as they stand in ``specs.calibration``."""
+    c = specs.calibration
+    return {"compute_efficiency": c.compute_efficiency,
+            "memory_bandwidth_efficiency": c.memory_bandwidth_efficiency,
+            "step_overhead_s": c.step_overhead_s, "jitter_sigma": c.noise.jitter_sigma,
+            "jump_rate_per_s": c.noise.jump_rate_per_s, "jump_mean_s": c.noise.jump_mean_s}
+
+
+def with_params(specs: Specs, p: dict, noise: bool = True) -> Specs:
+    """``specs`` with the calibration's parameters replaced by ``p`` (noise off if not ``noise``)."""
+    c = specs.calibration
+    n = replace(c.noise, jitter_sigma=p["jitter_sigma"], jump_rate_per_s=p["jump_rate_per_s"],
+                jump_mean_s=p["jump_mean_s"]) if noise else NoiseSpec(jump_dist=c.noise.jump_dist)
+    cal = replace(c, compute_efficiency=float(p["compute_efficiency"]),
+                  memory_bandwidth_efficiency=float(p["memory_bandwidth_efficiency"]),
+                  step_overhead_s=float(p["step_overhead_s"]), noise=n)
+    return replace(specs, calibration=cal)
+
+
+class Problem:
+    """One measurement and the deployment to re-simulate it on (specs, DesSpec)."""
+
+    def __init__(self, specs: Specs, des, m: Measurement, stream_seed: int = 0):
+        from engine.des import simulate
+
+        self._simulate = simulate
+        self.specs, self.des, self.m = specs, des, m
+        self.stream, order = request_stream(m, seed=stream_seed)
+        t = m.table
+        self.meas_ttft = t["ttft_ms"].to_numpy()[order].astype(float)
+        self.meas_tpot = t["tpot_ms"].fill_null(np.nan).to_numpy()[order].astype(float)
+        self.targets = {k: m.quantile(k[0], k[1]) for k in TARGETS}
+        self.calls = 0
+
+    def simulate(self, p: dict, noise: bool = True):
+        """SimResult of the measured stream under parameters ``p``."""
+        self.calls += 1
+        return self._simulate(with_params(self.specs, p, noise), self.des, stream=self.stream)
+
+    def quantiles(self, sim, keys=None) -> dict:
+        """{(metric, percentile): value} of a SimResult (ITL from the DES's ITL histogram)."""
+        keys = keys or list(TARGETS)
+        t = sim.result.table
+        out = {}
+        itl_q = sorted({q for m, q in keys if m == "itl_ms"})
+        itl = dict(zip(itl_q, itl_quantiles_ms(sim.state, itl_q))) if itl_q else {}
+        for m, q in keys:
+            if m == "itl_ms":
+                out[(m, q)] = itl[q]
+            else:
+                v = t[m].to_numpy().astype(float)
+                v = v[np.isfinite(v)]
+                out[(m, q)] = float(np.percentile(v, q)) if v.size else float("nan")
+        return out
+
+    def target(self, key) -> float:
+        if key not in self.targets:
+            self.targets[key] = self.m.quantile(*key)
+        return self.targets[key]
+
+    def errors(self, sim) -> dict:
+        """Signed relative error sim/measured - 1 of every TARGETS percentile the data has."""
+        q = self.quantiles(sim)
+        return {k: q[k] / self.targets[k] - 1.0 for k in TARGETS
+                if np.isfinite(self.targets[k]) and self.targets[k] > 0}
+
+
+# ------------------------------------------------------------------------------ stage 1
+def _enc1(p):
+    return np.array([np.log(p["compute_efficiency"]), np.log(p["memory_bandwidth_efficiency"]),
+                     p["step_overhead_s"] * 1e3])
+
+
+def _dec1(u, p):
+    return {**p, "compute_efficiency": float(np.exp(u[0])),
+            "memory_bandwidth_efficiency": float(np.exp(u[1])), "step_overhead_s": float(u[2] * 1e-3)}
+
+
+def stage1(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 60) -> tuple[dict, object]:
+    """Fit STAGE1 parameters from ``p0`` (the tail parameters held; on only if ``noise``).
+
+    With the tail off (the first round) and measured ITLs, the decode side is fitted to the ITL
+    p50 instead of TPOT: jitter is median-preserving and jumps touch a few per cent of the
+    iterations, so the median ITL is the regular step time while TPOT carries the jumps' mean
+    (lambda J) that the tail will add back in stage 2."""
+    from scipy.optimize import least_squares
+
+    ok_ttft = np.isfinite(prob.meas_ttft) & (prob.meas_ttft > 0)
+    ok_tpot = np.isfinite(prob.meas_tpot) & (prob.meas_tpot > 0)
+    w = np.sqrt(ok_ttft.sum())
+    itl50 = prob.target(("itl_ms", 50.0))
+    use_itl = not noise and np.isfinite(itl50) and itl50 > 0
+    p50 = (prob.target(("ttft_ms", 50.0)), itl50 if use_itl else prob.target(("tpot_ms", 50.0)))
+    if use_itl:
+        ok_tpot = np.zeros_like(ok_tpot)
+
+    def resid(u):
+        sim = prob.simulate(_dec1(u, p0), noise)
+        t = sim.result.table
+        st = t["ttft_ms"].to_numpy().astype(float)
+        sp = t["tpot_ms"].to_numpy().astype(float)
+        a = np.log(np.where(ok_ttft & (st > 0), st, 1.0) / np.where(ok_ttft, prob.meas_ttft, 1.0))
+        b = np.log(np.where(ok_tpot & (sp > 0), sp, 1.0) / np.where(ok_tpot, prob.meas_tpot, 1.0))
+        dec = itl_quantiles_ms(sim.state, [50.0])[0] if use_itl else sim.result.summary["tpot_ms_p50"]
+        c = [w * np.log(sim.result.summary["ttft_ms_p50"] / p50[0]), w * np.log(dec / p50[1])]
+        out = np.concatenate([a[ok_ttft], b[ok_tpot], c])
+        return np.nan_to_num(out, nan=5.0, posinf=5.0, neginf=-5.0)
+
+    lo = np.array([np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
+                   BOUNDS["step_overhead_s"][0] * 1e3])
+    hi = np.array([0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3])
+    u0 = np.clip(_enc1(p0), lo + 1e-9, hi - 1e-9)
+    sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
+                        diff_step=0.02 if use_itl else 1e-3, x_scale=np.array([0.1, 0.1, 0.5]),
+                        max_nfev=max_nfev)
+    return _dec1(sol.x, p0), sol
+
+
+# ------------------------------------------------------------------------------ stage 2
+def _enc2(p):
+    return np.log([max(p["jitter_sigma"], BOUNDS["jitter_sigma"][0]),
+                   max(p["jump_rate_per_s"], BOUNDS["jump_rate_per_s"][0]),
+                   max(p["jump_mean_s"], BOUNDS["jump_mean_s"][0])])
+
+
+def _dec2(u, p):
+    return {**p, "jitter_sigma": float(np.exp(u[0])), "jump_rate_per_s": float(np.exp(u[1])),
+            "jump_mean_s": float(np.exp(u[2]))}
+
+
+#: Percentiles stage 2 fits: TTFT and TPOT p90/p99/p99.9; ITL p50 up to p99.9 (the ITL
+#: percentiles between p95 and p99.9 locate the fraction of iterations that hold a jump); and the
+#: TPOT p50, which carries the jumps' mean lambda*J (so the tail keeps the p50 where it is).
+STAGE2_TARGETS = tuple([(m, q) for m in ("ttft_ms", "tpot_ms") for q in (90.0, 99.0, 99.9)]
+                       + [("tpot_ms", 50.0)]
+                       + [("itl_ms", q) for q in (50.0, 90.0, 95.0, 98.0, 99.0, 99.5, 99.9)])
+
+
+def stage2_targets(prob: Problem) -> list:
+    """The STAGE2_TARGETS the measurement has."""
+    return [k for k in STAGE2_TARGETS if np.isfinite(prob.target(k)) and prob.target(k) > 0]
+
+
+def moments_start(prob: Problem, p: dict, dist: str) -> dict:
+    """Closed-form (method-of-moments) estimate of the tail from per-request data, the start of
+    stage 2. With x_i the noiseless simulated TPOT of request i and n_i its output tokens:
+      jitter: sigma = 1.4826 MAD(log(measured TTFT_i / noiseless TTFT_i))  (robust to jumps);
+      TPOT_i = x_i e^{s^2/2} (1 + lambda J) on average  =>  lambda J = mean(TPOT_i / (x_i e^{s^2/2})) - 1;
+      the jumps' share of request i's variance: Var(excess_i) = lambda x_i E[J^2] / (n_i - 1),
+      E[J^2] = c J^2 (c = 1 fixed, 2 exponential, e^{s_J^2} lognormal)  =>  J = mean((n_i - 1)
+      excess_i^2 / x_i) / (c lambda J), lambda = (lambda J) / J.
+    Falls back to ``p``'s values where the data cannot tell (no jumps seen)."""
+    quiet = prob.simulate(p, noise=False).result.table
+    x_ttft = quiet["ttft_ms"].to_numpy().astype(float)
+    x = quiet["tpot_ms"].to_numpy().astype(float) * 1e-3
+    n = quiet["output_len"].to_numpy().astype(float)
+    lr = np.log(prob.meas_ttft / x_ttft)
+    lr = lr[np.isfinite(lr)]
+    sigma = float(1.4826 * np.median(np.abs(lr - np.median(lr)))) if lr.size else p["jitter_sigma"]
+    sigma = float(np.clip(sigma, BOUNDS["jitter_sigma"][0], 0.5))
+    y = prob.meas_tpot * 1e-3
+    ok = np.isfinite(y) & np.isfinite(x) & (x > 0) & (n > 1)
+    if ok.sum() < 5:
+        return {**p, "jitter_sigma": sigma}
+    base = x[ok] * np.exp(sigma ** 2 / 2)
+    lam_j = float(np.mean(y[ok] / base) - 1.0)
+    c = {"fixed": 1.0, "exponential": 2.0}.get(dist, float(np.exp(prob.specs.calibration.noise.jump_sigma ** 2)))
+    exc = y[ok] - base * (1.0 + max(lam_j, 0.0))
+    jitter_var = x[ok] ** 2 * (np.exp(sigma ** 2) - 1) * np.exp(sigma ** 2) / (n[ok] - 1)
+    m2 = float(np.mean(np.maximum((exc ** 2 - jitter_var) * (n[ok] - 1) / base, 0.0)))
+    if lam_j <= 1e-4 or m2 <= 0:
+        return {**p, "jitter_sigma": sigma}
+    J = m2 / (c * lam_j)
+    lo, hi = BOUNDS["jump_mean_s"], BOUNDS["jump_rate_per_s"]
+    J = float(np.clip(J, *lo))
+    return {**p, "jitter_sigma": sigma, "jump_mean_s": J,
+            "jump_rate_per_s": float(np.clip(lam_j / J, *hi))}
+
+
+def log_quantile_se(prob: Problem, key, floor: float = 0.01) -> float:
+    """Standard error of the log of a measured percentile: sqrt(p (1 - p) / n) d(log x)/dp
+    (asymptotic order statistic; the slope from the measurement's own percentiles at p +- d),
+    combined with ``floor`` (a model-error floor, so no target is trusted beyond 1 %)."""
+    metric, q = key
+    m = prob.m
+    if metric == "itl_ms":
+        n = float(m.itl_ms.size) if m.itl_ms is not None else m.itl_count
+    else:
+        v = m.table[metric].drop_nulls().to_numpy()
+        n = float(np.isfinite(v).sum())
+    if n < 2:
+        return 1.0
+    d = min(0.25 * (100.0 - q), 2.0, 0.25 * q)
+    lo, hi = m.quantile(metric, q - d), m.quantile(metric, q + d)
+    slope = (np.log(hi) - np.log(lo)) / (2 * d / 100.0) if lo > 0 and hi > 0 else 0.0
+    p = q / 100.0
+    se = np.sqrt(p * (1 - p) / n) * slope
+    return float(np.sqrt(2 * se ** 2 + floor ** 2))   # measured and simulated sample: 2 se^2
+
+
+def stage2(prob: Problem, p0: dict, max_nfev: int = 60, closed_form_start: bool = True) -> tuple[dict, object]:
+    """Fit STAGE2 parameters holding the STAGE1 ones: start at the closed-form estimate
+    (``moments_start``; else ``p0``), then least squares on the log ratios of the tail
+    percentiles (``stage2_targets``), each divided by its standard error (``log_quantile_se``)
+    so that a p99.9 of a few hundred requests weighs less than an ITL percentile of 50,000 gaps."""
+    from scipy.optimize import minimize
+
+    keys = stage2_targets(prob)
+    meas = np.array([prob.target(k) for k in keys])
+    weight = 1.0 / np.array([log_quantile_se(prob, k) for k in keys])
+    if closed_form_start:
+        p0 = moments_start(prob, p0, prob.specs.calibration.noise.jump_dist)
+
+    def resid(u):
+        sim = prob.quantiles(prob.simulate(_dec2(u, p0)), keys)
+        v = np.array([sim[k] for k in keys])
+        return np.nan_to_num(weight * np.log(v / meas), nan=50.0, posinf=50.0, neginf=-50.0)
+
+    lo = np.log([BOUNDS[k][0] for k in STAGE2])
+    hi = np.log([BOUNDS[k][1] for k in STAGE2])
+    u0 = np.clip(_enc2(p0), lo + 1e-9, hi - 1e-9)
+
+    def cost(u):
+        return 0.5 * float(np.sum(resid(np.clip(u, lo, hi)) ** 2))
+
+    # Nelder-Mead: the percentiles of a finite sample move in small steps as the jump count
+    # changes, which misleads finite-difference gradients; a simplex of +-15 % steps does not.
+    simplex = np.vstack([u0] + [u0 + 0.15 * np.eye(3)[i] for i in range(3)])
+    sol = minimize(cost, u0, method="Nelder-Mead",
+                   options={"initial_simplex": simplex, "xatol": 0.01, "fatol": 1e-3, "maxfev": max_nfev})
+    sol.cost = sol.fun
+    return _dec2(np.clip(sol.x, lo, hi), p0), sol
+
+
+# ------------------------------------------------------------------------------ both
+@dataclass
+class FitResult:
+    """Fitted parameters, the start, error tables and the diagnosis (see ``calibrate``)."""
+
+    params: dict
+    start: dict
+    errors_before: dict
+    errors_after: dict
+    errors_after_stage1: dict
+    diagnosis: list
+    history: list = field(default_factory=list)
+    simulations: int = 0
+
+
+def diagnose(prob: Problem, fitted: dict, start: dict, errors_after: dict) -> list:
+    """Which symptom each parameter explains, from the fit: for each parameter, the error of
+    every target when that parameter alone goes back to its start value (the others fitted)."""
+    rows = []
+    for k in PARAMS:
+        if np.isclose(fitted[k], start[k]):
+            continue
+        e = prob.errors(prob.simulate({**fitted, k: start[k]}))
+        moved = sorted(e, key=lambda t: -abs(e[t] - errors_after.get(t, 0.0)))[:2]
+        rows.append({"parameter": k, "symptom": SYMPTOMS[k], "start": start[k], "fitted": fitted[k],
+                     "explains": ", ".join(f"{m.split('_')[0]} p{q:g}: {e[(m, q)]:+.1%} -> "
+                                           f"{errors_after.get((m, q), float('nan')):+.1%}"
+                                           for m, q in moved)})
+    # queueing/scheduler: what the noiseless DES (length mix + queueing, no noise) gives of the
+    # measured p99 - p50 TTFT gap, and the simulated queueing p99
+    sim = prob.simulate(fitted, noise=False)
+    quiet = prob.quantiles(sim)
+    gap = prob.targets[("ttft_ms", 99.0)] - prob.targets[("ttft_ms", 50.0)]
+    share = (quiet[("ttft_ms", 99.0)] - quiet[("ttft_ms", 50.0)]) / gap if gap > 0 else float("nan")
+    qp99 = sim.result.summary.get("queueing_ms_p99", float("nan"))
+    rows.append({"parameter": "(scheduler: no parameter)", "symptom":
+                 "p99 worsening with concurrency -> queueing/scheduler", "start": float("nan"),
+                 "fitted": float("nan"),
+                 "explains": f"noiseless DES gives {share:.0%} of the measured p99 - p50 TTFT gap "
+                             f"(length mix + queueing; queueing p99 {qp99:.1f} ms)"})
+    return rows
+
+
+def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, rounds: int = 2,
+              max_nfev: int = 60) -> FitResult:
+    """Two-stage fit of ``PARAMS`` to measurement ``m`` on the deployment (specs, des), starting
+    from ``start`` (default: the parameters in ``specs``)."""
+    prob = Problem(specs, des, m)
+    p0 = dict(start or params_of(specs))
+    before = prob.errors(prob.simulate(p0))
+    p = dict(p0)
+    history, after1 = [], None
+    for r in range(rounds):
+        p, s1 = stage1(prob, p, noise=r > 0, max_nfev=max_nfev)
+        e1 = prob.errors(prob.simulate(p, noise=r > 0))
+        after1 = after1 or prob.errors(prob.simulate(p, noise=False))
+        history.append({"round": r, "stage": 1, **p, "cost": float(s1.cost)})
+        p, s2 = stage2(prob, p, max_nfev=max_nfev)
+        history.append({"round": r, "stage": 2, **p, "cost": float(s2.cost),
+                        "p50_after_stage1": {k: v for k, v in e1.items() if k[1] == 50.0}})
+    after = prob.errors(prob.simulate(p))
+    diag = diagnose(prob, p, p0, after)
+    return FitResult(params=p, start=p0, errors_before=before, errors_after=after,
+                     errors_after_stage1=after1, diagnosis=diag, history=history,
+                     simulations=prob.calls)
+
+
+__all__ = ["calibrate", "stage1", "stage2", "Problem", "FitResult", "with_params", "params_of",
+           "PARAMS", "STAGE1", "STAGE2", "TARGETS", "SYMPTOMS"]
