@@ -1,0 +1,242 @@
+"""The ``simllm-calibrate`` console script: fit a calibration to one measured benchmark run.
+
+    simllm-calibrate results/vllm-4qps.json --name h100_vllm hardware=h100_sxm model=llama_3_1_8b
+    simllm-calibrate profile_export.json --name trt --input-len 512 engine.des.scheduler=orca
+    simllm-calibrate measured.csv --name mine --rate 4 hardware=h200
+
+The measurement (vLLM --save-result JSON, genai-perf profile_export.json, GuideLLM report or a plain
+CSV; see engine.calibration.measurements) is re-simulated with the DES on the deployment the
+Hydra overrides describe; engine.calibration.fit does the two-stage fit. Output:
+conf/calibration/NAME.yaml (efficiencies, overhead, provenance with the data's path and sha256,
+the before/after error table and the diagnosis table as comments) and
+conf/calibration/noise/NAME.yaml (the fitted jump diffusion), a report directory
+outputs/calibrations/NAME-TIME/ (report.md, fit.json, both YAMLs) and an MLflow run holding all of
+it. Errors print one line and exit 2.
+"""
+
+import argparse
+import datetime as _dt
+import json
+import math
+import sys
+from pathlib import Path
+
+from engine.errors import SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+
+
+def compose(overrides: list[str], config_dir: Path = CONF):
+    """The composed config for ``overrides`` (engine=des unless given)."""
+    from hydra import compose as hcompose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from runner import experiments, schema
+
+    schema.register()
+    experiments.register()
+    if not any(o.startswith("engine=") for o in overrides):
+        overrides = ["engine=des", *overrides]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+            return hcompose(config_name="config", overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:+.1%}"
+
+
+def _key(k) -> str:
+    m, q = k
+    return f"{m[:-3]}_p{q:g}".replace(".", "_")
+
+
+def error_table(fit, measured: dict) -> list[dict]:
+    """Rows: metric, measured value, signed error before (start) and after the fit."""
+    rows = []
+    for k in sorted(fit.errors_after, key=lambda t: (t[0], t[1])):
+        rows.append({"metric": f"{k[0]} p{k[1]:g}", "measured": measured.get(k),
+                     "before": fit.errors_before.get(k), "after": fit.errors_after.get(k)})
+    return rows
+
+
+def _fmt_value(name: str, v: float) -> str:
+    if name == "step_overhead_s":
+        return f"{v * 1e6:.1f} us"
+    if name == "jump_mean_s":
+        return f"{v * 1e3:.3f} ms"
+    return f"{v:.4g}"
+
+
+def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
+    out = [f"# Calibration {name}", "",
+           f"Data: `{m.path}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
+           f"Deployment: {deployment}", "",
+           f"Fit: two stages x {len(fit.history) // 2} rounds, {fit.simulations} DES simulations", "",
+           "## Fitted parameters", "", "| parameter | start | fitted |", "|---|---:|---:|"]
+    for k, v in fit.params.items():
+        out.append(f"| {k} | {_fmt_value(k, fit.start[k])} | {_fmt_value(k, v)} |")
+    out += ["", "## Error against the measurement (simulated / measured - 1)", "",
+            "| metric | measured ms | before | after |", "|---|---:|---:|---:|"]
+    for r in error_table(fit, measured):
+        out.append(f"| {r['metric']} | {r['measured']:.3f} | {_pct(r['before'])} | {_pct(r['after'])} |")
+    out += ["", "## Diagnosis (from the fit: each parameter alone back at its start)", "",
+            "| parameter | symptom it explains | start -> fitted | error with it at start -> fitted |",
+            "|---|---|---|---|"]
+    for d in fit.diagnosis:
+        sf = "" if not math.isfinite(d["start"]) else \
+            f"{_fmt_value(d['parameter'], d['start'])} -> {_fmt_value(d['parameter'], d['fitted'])}"
+        out.append(f"| {d['parameter']} | {d['symptom']} | {sf} | {d['explains']} |")
+    if m.notes:
+        out += ["", "Notes on the data: " + "; ".join(m.notes)]
+    return "\n".join(out) + "\n"
+
+
+def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, commit: str) -> tuple[str, str]:
+    """(conf/calibration/NAME.yaml text, conf/calibration/noise/NAME.yaml text)."""
+    c = cfg.calibration
+    p = fit.params
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Fitted by simllm-calibrate on {date} (commit {commit}) to {m.path}",
+             f"# ({m.format}, {len(m)} requests) re-simulated with engine=des on {deployment}.",
+             "# Error of the simulation against the measurement (simulated / measured - 1):",
+             "#   metric            measured ms    before     after"]
+    for r in error_table(fit, measured):
+        lines.append(f"#   {r['metric']:<16} {r['measured']:>12.3f} {_pct(r['before']):>9} {_pct(r['after']):>9}")
+    lines.append("# Diagnosis (each parameter alone back at its start value):")
+    for d in fit.diagnosis:
+        lines.append(f"#   {d['parameter']}: {d['symptom']}; {d['explains']}")
+    lines += ["defaults:", "  - calibration_schema", f"  - noise: {name}   # fitted jump diffusion: conf/calibration/noise/{name}.yaml",
+              "  - _self_", f"name: {name}",
+              f"provenance: >-\n  simllm-calibrate two-stage fit to {m.path} (sha256 {m.sha256}, {len(m)} "
+              f"requests, {m.format}); {deployment}; started from calibration '{c.name}'",
+              f"compute_efficiency: {p['compute_efficiency']:.4f}         # fitted (stage 1)",
+              f"memory_bandwidth_efficiency: {p['memory_bandwidth_efficiency']:.4f}  # fitted (stage 1)",
+              f"comm_efficiency: {c.comm_efficiency}            # from '{c.name}' (not fitted)",
+              f"memory_reserve: {c.memory_reserve}          # from '{c.name}'",
+              f"kv_usable_fraction: {c.kv_usable_fraction}      # from '{c.name}'",
+              f"step_overhead: {p['step_overhead_s'] * 1e6:.1f} us      # fitted (stage 1)",
+              f"per_token_overhead: {c.per_token_overhead}       # from '{c.name}'",
+              f"per_request_overhead: {c.per_request_overhead}     # from '{c.name}'"]
+    noise = [f"# Jump diffusion fitted by simllm-calibrate (stage 2) to {m.path} (sha256 {m.sha256[:16]}...).",
+             f"jitter_sigma: {p['jitter_sigma']:.4f}",
+             f"jump_rate: {p['jump_rate_per_s']:.4f}        # per second of busy time",
+             f"jump_dist: {c.noise.jump_dist}",
+             f"jump_size: {p['jump_mean_s'] * 1e3:.4f} ms",
+             f"jump_sigma: {c.noise.jump_sigma}",
+             f"throttle_after: {c.noise.throttle_after}",
+             f"throttle_factor: {c.noise.throttle_factor}"]
+    return "\n".join(lines) + "\n", "\n".join(noise) + "\n"
+
+
+def _write(path: Path, text: str, force: bool) -> None:
+    if path.exists() and not force and path.read_text() != text:
+        raise FileExistsError(f"{path} exists and differs; pass --force to overwrite")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path}")
+
+
+def run(args) -> dict:
+    """Fit, write the YAMLs, the report directory and (optionally) the MLflow run."""
+    from engine.calibration.fit import TARGETS, calibrate
+    from engine.calibration.measurements import read_measurement
+    from runner.convert import des_spec, specs_from_config
+    from runner.job import git_commit
+
+    cfg = compose(args.overrides)
+    specs = specs_from_config(cfg)
+    des = des_spec(cfg)
+    kw = {}
+    if args.input_len:
+        kw["input_len"] = args.input_len
+    if args.benchmark is not None:
+        kw["benchmark"] = args.benchmark
+    if args.rate or args.concurrency:
+        kw["workload"] = ({"arrival": "poisson", "rate_rps": args.rate} if args.rate else
+                          {"arrival": "closed_loop", "concurrency": args.concurrency})
+    m = read_measurement(args.measurement, args.format, **kw)
+    fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev)
+    measured = {k: m.quantile(*k) for k in TARGETS}
+    p = cfg.partition
+    deployment = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} / "
+                  f"{cfg.engine.des.scheduler} scheduler, max_num_seqs {cfg.engine.des.max_num_seqs}")
+    commit = git_commit()
+    cal_text, noise_text = calibration_yaml(args.name, cfg, m, fit, measured, deployment, commit)
+    conf_dir = Path(args.conf_dir)
+    _write(conf_dir / "calibration" / f"{args.name}.yaml", cal_text, args.force)
+    _write(conf_dir / "calibration" / "noise" / f"{args.name}.yaml", noise_text, args.force)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.output_dir) / f"{args.name}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    report = markdown(args.name, m, fit, measured, deployment)
+    (out / "report.md").write_text(report)
+    (out / f"{args.name}.yaml").write_text(cal_text)
+    (out / f"noise_{args.name}.yaml").write_text(noise_text)
+    doc = {"name": args.name, "data": {"path": m.path, "sha256": m.sha256, "format": m.format,
+                                       "requests": len(m), "workload": m.workload, "notes": m.notes},
+           "deployment": deployment, "params": fit.params, "start": fit.start,
+           "errors_before": {_key(k): v for k, v in fit.errors_before.items()},
+           "errors_after": {_key(k): v for k, v in fit.errors_after.items()},
+           "measured_ms": {_key(k): v for k, v in measured.items()},
+           "diagnosis": fit.diagnosis, "history": [{k: (str(v) if isinstance(v, dict) else v)
+                                                     for k, v in h.items()} for h in fit.history],
+           "simulations": fit.simulations, "git_commit": commit}
+    (out / "fit.json").write_text(json.dumps(doc, indent=2, default=float))
+    print(report)
+    if not args.no_tracking:
+        from runner import tracking
+
+        summary = {f"err_before_{_key(k)}": v for k, v in fit.errors_before.items()}
+        summary.update({f"err_after_{_key(k)}": v for k, v in fit.errors_after.items()})
+        params = {**{k: v for k, v in fit.params.items()}, "data_path": m.path, "data_sha256": m.sha256,
+                  "data_format": m.format, "deployment": deployment, "name": args.name}
+        try:
+            rid = tracking.log_job(args.tracking_uri, args.experiment, f"calibrate:{args.name}", params,
+                                   summary, {"simllm.kind": "calibration", "simllm.git_commit": commit},
+                                   out)
+            print(f"MLflow run {rid} ({args.tracking_uri}, experiment {args.experiment})")
+        except Exception as e:  # noqa: BLE001 - the files are written; tracking is best effort
+            print(f"simllm-calibrate: warning: MLflow logging failed ({e}); results are in {out}",
+                  file=sys.stderr)
+    return {"fit": fit, "report_dir": out, "measurement": m}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="simllm-calibrate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("measurement", help="vLLM --save-result JSON, genai-perf profile_export.json, "
+                                        "GuideLLM report JSON or CSV")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides of the deployment (hardware=..., model=...)")
+    ap.add_argument("--name", required=True, help="writes conf/calibration/NAME.yaml")
+    ap.add_argument("--format", default="auto", choices=["auto", "vllm", "genai_perf", "guidellm", "csv"])
+    ap.add_argument("--input-len", type=int, default=0, help="genai-perf: prompt tokens per request")
+    ap.add_argument("--benchmark", type=int, default=None, help="GuideLLM: which benchmark of the report")
+    ap.add_argument("--rate", type=float, default=0.0, help="CSV without arrivals: Poisson rate [req/s]")
+    ap.add_argument("--concurrency", type=int, default=0, help="CSV without arrivals: closed-loop users")
+    ap.add_argument("--rounds", type=int, default=2, help="stage 1 + stage 2 alternations")
+    ap.add_argument("--max-nfev", type=int, default=60, help="simulations per stage at most")
+    ap.add_argument("--conf-dir", default=str(CONF))
+    ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "calibrations"))
+    ap.add_argument("--force", action="store_true", help="overwrite existing YAMLs")
+    ap.add_argument("--no-tracking", action="store_true")
+    ap.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}")
+    ap.add_argument("--experiment", default="calibration")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_intermixed_args(argv)
+    try:
+        run(args)
+    except (SpecError, FileExistsError, FileNotFoundError) as e:
+        print(f"simllm-calibrate: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
