@@ -1,0 +1,96 @@
+"""simllm-validate: rows -> engine choice / skip reason, one prediction checked against a hand
+roofline, the printed error table and its MLflow run.
+
+Hand check (GF-01-like row: Llama-2-7B bf16, batch 1, A100 80GB at 2.039 TB/s): a decode step
+streams the non-embedding weights, (6.738e9 - 32000 x 4096) x 2 B = 13.21 GB, plus the KV cache
+(<= 205 positions x 0.5 MB = 0.1 GB) at 2.039 TB/s x memory_bandwidth_efficiency; the compute
+(2 x 6.6e9 FLOP at 312 TFLOPS) is 1/400 of that, so TPOT = bytes / (BW x eff) to within 2 %.
+"""
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from runner import validate
+
+HEADER = ["id", "model", "params_b", "hardware", "num_gpus", "precision", "framework",
+          "framework_version", "tp", "pp", "batch_or_concurrency", "input_len", "output_len", "metric",
+          "value", "unit", "source_url_or_repo_path", "quote_or_table_ref", "notes"]
+
+
+def _row(**kw):
+    base = dict.fromkeys(HEADER, "")
+    base.update(params_b="7", num_gpus="1", tp="1", pp="1", framework="gpt-fast", unit="tok/s")
+    base.update(kw)
+    return base
+
+
+ROWS = [
+    _row(id="A-1", model="Llama-2-7B", hardware="A100-SXM4-80GB (330W cap)", precision="bf16",
+         batch_or_concurrency="1", input_len="5", metric="decode_tok_s_per_user", value="100"),
+    _row(id="A-2", model="LLaMA 7B", hardware="H100-SXM5-80GB", precision="FP8", framework="TensorRT-LLM",
+         batch_or_concurrency="1", input_len="128", output_len="1", metric="ttft_ms", value="7", unit="ms"),
+    _row(id="D-1", model="Llama-3.1-8B", hardware="H100-SXM5-80GB", precision="FP8",
+         framework="TensorRT-LLM (trtllm-bench)", batch_or_concurrency="max (offline, inf rate)",
+         input_len="128", output_len="128", metric="output_throughput_tok_s", value="28000"),
+    _row(id="S-1", model="Llama-3.1-8B-Instruct", hardware="A100-SXM4-80GB", precision="BF16",
+         framework="SGLang", batch_or_concurrency="request_rate=4 req/s (1200 prompts)",
+         input_len="ShareGPT (var)", output_len="ShareGPT (var)", metric="tpot_ms", value="13", unit="ms"),
+    _row(id="X-1", model="Llama-2-7B", hardware="L40S-48GB", precision="FP8", batch_or_concurrency="1",
+         input_len="2048", output_len="1", metric="ttft_ms", value="73", unit="ms"),
+    _row(id="X-2", model="Llama-2-70B-chat", hardware="H100-SXM5-80GB (DGX H100)", precision="FP8",
+         tp="submitter-chosen", batch_or_concurrency="offline (all samples)", input_len="OpenOrca (var, <=1024)",
+         output_len="~290 mean (var)", metric="output_throughput_tok_s", value="24524"),
+]
+
+
+def test_rows_to_cases():
+    cases = {c.id: c for c in map(validate.build_case, ROWS)}
+    assert cases["A-1"].engine == "analytical" and cases["A-1"].metric == "tpot"
+    assert cases["A-1"].measured == pytest.approx(10.0)                       # 1000 / 100 tok/s
+    assert cases["A-1"].workload == {"prompt_len": 5, "output_len": 200, "batch_size": 1}
+    assert cases["A-2"].engine == "analytical" and "model.weight_dtype=fp8" in cases["A-2"].overrides
+    assert cases["D-1"].engine == "des" and cases["D-1"].workload["arrival"] == "batch"
+    assert "engine.des.scheduler=sarathi" in cases["D-1"].overrides
+    assert cases["S-1"].engine == "des" and cases["S-1"].workload["rate_rps"] == 4.0
+    assert "no hardware config" in cases["X-1"].skip
+    assert "TP layout not stated" in cases["X-2"].skip
+
+
+def test_batch1_tpot_against_hand_roofline():
+    case = validate.build_case(ROWS[0])
+    r = validate.Runner("default")
+    pred = r.predict(case)
+    eff = r.specs(case)[0].calibration.memory_bandwidth_efficiency
+    hand = (6.738e9 - 32000 * 4096) * 2 / (2.039e12 * eff) * 1e3
+    assert pred == pytest.approx(hand, rel=0.02)
+
+
+def test_cli_prints_table_summary_and_skips(tmp_path, capsys, mlflow_uri):
+    path = tmp_path / "dev.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerows([ROWS[0], ROWS[1], ROWS[4], ROWS[5]])
+    rc = validate.main(["--csv", str(path), "--output-dir", str(tmp_path / "out"), "--tracking-uri", mlflow_uri])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "A-1" in out and "A-2" in out and "median |error|" in out and "max |error|" in out
+    assert "skipped (2):" in out and "no hardware config for 'L40S-48GB'" in out
+    rows = list(csv.DictReader(open(next((tmp_path / "out").glob("*")) / "table.csv")))
+    a1 = next(r for r in rows if r["id"] == "A-1")
+    assert float(a1["signed_error"]) == pytest.approx(float(a1["predicted"]) / 10.0 - 1, rel=1e-9)
+
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(tracking_uri=mlflow_uri)
+    run = c.search_runs([c.get_experiment_by_name("validation").experiment_id])[0]
+    assert run.data.params["rows"] == "4" and run.data.params["skipped"] == "2"
+    assert math.isfinite(run.data.metrics["tpot_median_abs_error"])
+
+
+def test_missing_csv_is_one_line_error(tmp_path, capsys):
+    assert validate.main(["--csv", str(tmp_path / "nope.csv"), "--no-tracking"]) == 2
+    assert "nope.csv" in capsys.readouterr().err
