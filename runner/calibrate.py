@@ -121,7 +121,8 @@ def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, co
               f"kv_usable_fraction: {c.kv_usable_fraction}      # from '{c.name}'",
               f"step_overhead: {p['step_overhead_s'] * 1e6:.1f} us      # fitted (stage 1)",
               f"per_token_overhead: {c.per_token_overhead}       # from '{c.name}'",
-              f"per_request_overhead: {c.per_request_overhead}     # from '{c.name}'"]
+              f"per_request_overhead: {c.per_request_overhead}     # from '{c.name}'",
+              f"launch_overhead: {c.get('launch_overhead', '0 us')}          # from '{c.name}'"]
     noise = [f"# Jump diffusion fitted by simllm-calibrate (stage 2) to {m.path} (sha256 {m.sha256[:16]}...).",
              f"jitter_sigma: {p['jitter_sigma']:.4f}",
              f"jump_rate: {p['jump_rate_per_s']:.4f}        # per second of busy time",
