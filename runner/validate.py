@@ -416,6 +416,8 @@ def run(args) -> dict:
     for c in cases:
         if not c.skip:
             c.predicted = runner.predict(c, params)
+            if not math.isfinite(c.predicted):
+                c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
     summary = summarize(cases)
     text = table_text(cases, summary)
     print(text)
