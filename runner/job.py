@@ -199,6 +199,19 @@ def _sweep_meta() -> dict:
     return out
 
 
+def run_params(cfg: DictConfig | dict) -> dict:
+    """MLflow params: the flattened result-relevant config, minus engine.des.* on an analytical run
+    (the DES options cannot change an analytical result; a DES run keeps engine.analytical.*, its
+    step-time model). Each logged param costs ~0.3 ms of SQLite time; config.yaml (an artifact)
+    and the config hash keep everything."""
+    d = result_config(cfg)
+    eng = dict(d.get("engine") or {})
+    if eng.get("name") == "analytical":
+        eng.pop("des", None)
+    d["engine"] = eng
+    return flatten(d)
+
+
 def run_name(cfg: DictConfig | dict) -> str:
     """tracking.run_name, else engine:hardware:model:tpN:bB (works on a config or its container)."""
     return cfg["tracking"].get("run_name") or (
@@ -240,7 +253,7 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
         if doc.get("sweep_id"):
             tags["simllm.sweep_id"] = doc["sweep_id"]
         status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
-        rid = tracking.log_job(uri, exp, run_name(cfg), flatten(result_config(cfg)),
+        rid = tracking.log_job(uri, exp, run_name(cfg), run_params(cfg),
                                doc.get("summary", {}), tags, job_dir, status=status)
         (job_dir / PENDING).unlink(missing_ok=True)
         return rid
