@@ -64,3 +64,32 @@ def run_cli(args, cwd, env_extra=None, timeout=300, script="simllm"):
     exe = Path(sys.executable).parent / script
     return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def compose_specs(*overrides):
+    """Engine specs of the default config with ``overrides`` (compose API, no job run)."""
+    from runner import schema
+    from runner.convert import specs_from_config
+
+    schema.register()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    GlobalHydra.instance().clear()
+    return specs_from_config(cfg)
+
+
+@pytest.fixture
+def specs_with(base_specs):
+    """specs_with(**workload fields) -> the package's ``base_specs`` with that WorkloadSpec
+    (prompt 512 / output 128 unless given). Each test package defines ``base_specs``."""
+    from dataclasses import replace
+
+    from engine.spec import WorkloadSpec
+
+    def _make(**wl):
+        wl.setdefault("prompt_len", 512)
+        wl.setdefault("output_len", 128)
+        return replace(base_specs, workload=WorkloadSpec(**wl))
+
+    return _make
