@@ -59,8 +59,10 @@ class Replica:
         self.total = total_blocks
         self.free = total_blocks
         self.wm = int(spec.watermark * total_blocks)
-        self.step_time = step_time        # (T, logits, P, R) -> s, scalar
-        self.step_times = step_times      # (B, P array) -> s array, decode steps
+        # (T, logits, ((chunk, cached), ...), decode seqs, sum of decode contexts) -> s, scalar
+        self.step_time = step_time
+        # (B, sum of decode contexts at the first step, k) -> s array of k decode steps
+        self.step_times = step_times
         self.prefix = prefix
         self.bt = block_tokens
         S = spec.max_num_seqs
@@ -298,15 +300,15 @@ class Replica:
             pd = int(self.ctx[didx].sum()) + nd
         else:
             nd, pd = 0, 0
-        T, logits, P, R = nd, nd, pd, pd
+        T, logits = nd, nd
+        pieces = []
         for s, c in chunks:
             k = int(self.ctx[s])
             T += c
-            P += c * k + c * (c + 1) // 2
-            R += k
+            pieces.append((c, k))
             if c == self.pf[s]:
                 logits += 1
-        dt = self.step_time(T, logits, P, R) + self.pending_s
+        dt = self.step_time(T, logits, tuple(pieces), nd, pd) + self.pending_s
         self.pending_s = 0.0
         self.st.prefill_tokens += T - nd
         self.run = ("single", t, dt, chunks, didx, self.total - self.free, nd)

@@ -76,12 +76,18 @@ def step_functions(sm: StepModel, noise: Noise | None):
     lines: dict = {}
     memo: dict = {}   # StepModel.time is pure: repeated batch compositions (same prompt lengths) hit
 
-    def one(T, n, P, R):
-        key = (T, n, P, R)
+    def one(T, n, chunks, nd, dctx):
+        """One iteration: T tokens, n logits, prefill ``chunks`` ((chunk, cached), ...), ``nd``
+        decoding sequences attending ``dctx`` positions in all."""
+        key = (T, n, chunks, nd, dctx)
         x = memo.get(key)
         if x is None:
             if len(memo) > 1_000_000:
                 memo.clear()
+            P = R = dctx
+            for c, k in chunks:
+                P += c * k + c * (c + 1) // 2
+                R += k
             x = memo[key] = float(time(float(T), float(n), float(P), float(R)))
         if noise is not None:
             x = float(noise(np.array([x]))[0])
