@@ -58,6 +58,7 @@ def hardware_spec(cfg: DictConfig) -> HardwareSpec:
         scaleout_latency_s=_q(cfg, "hardware", "scaleout_latency"),
         devices_per_node=h.devices_per_node,
         tdp_w=_q(cfg, "hardware", "tdp"),
+        kernel_tables=h.kernel_tables,
     )
 
 

@@ -43,6 +43,7 @@ class HardwareSchema:
     scaleout_latency: Any = 0
     devices_per_node: int = 1
     tdp: Any = None
+    kernel_tables: str = ""  # measured per-kernel tables for this chip (engine/cost/data), "" = none
     assumptions: List[str] = field(default_factory=list)  # conversions made importing a spec sheet
 
 

@@ -37,6 +37,9 @@ class HardwareSpec:
     scaleout_latency_s: float = 0.0
     devices_per_node: int = 1
     tdp_w: float | None = None
+    #: Which measured per-kernel tables (engine/cost/data) describe this chip, e.g. "h100_sxm";
+    #: "" = none (the cost model then transfers curves learned on the measured chips).
+    kernel_tables: str = ""
 
     _group = "hardware"
 
@@ -64,6 +67,9 @@ class HardwareSpec:
         non_negative(g, "scaleout_latency", self.scaleout_latency_s, unit="s")
         positive_int(g, "devices_per_node", self.devices_per_node)
         positive(g, "tdp", self.tdp_w, allow_none=True, unit="W")
+        if not isinstance(self.kernel_tables, str):
+            raise SpecError(f"{g}.kernel_tables", self.kernel_tables,
+                            'a string naming a kernel-table set (e.g. "h100_sxm"), or "" for none')
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak in FLOP/s for a math precision (``bf16``, ``fp16``, ``fp8``, ``int8``, ``fp4``).
