@@ -122,6 +122,7 @@ class HardwareSheet:
             scaleout_latency_s=self.si("scaleout_latency") or 0.0,
             devices_per_node=self.si("devices_per_node") or 1,
             tdp_w=self.si("tdp"),
+            kernel_tables=self.si("kernel_tables") or "",
         )
         return HardwareSpec(**kw)
 
@@ -192,6 +193,7 @@ def read_sheet(path, name: str, *, description: str | None = None,
     unpublished: list[str] = []
     desc_rows: list[str] = []
     devices: dict = {}                  # device column value -> first line
+    kernel_tables = None                # (value, source) of a kernel_tables row
     prev_line = 1
     for cells in reader:
         start, prev_line = prev_line + 1, reader.line_num
@@ -207,6 +209,9 @@ def read_sheet(path, name: str, *, description: str | None = None,
                 continue
         if r["param"].lower() in ("device", "description"):
             desc_rows.append(r["value"])
+            continue
+        if r["param"].lower() == "kernel_tables":   # text row: which measured kernel tables (engine/cost)
+            kernel_tables = (r["value"], r["source"])
             continue
         out = _parse_row(path, start, row_text, r)
         if isinstance(out, Figure):
@@ -225,6 +230,8 @@ def read_sheet(path, name: str, *, description: str | None = None,
         fld = u.split(":", 1)[0]
         sheet.assumptions = [x for x in sheet.assumptions if not x.startswith(f"{fld}: not on the sheet")]
         sheet.assumptions.append(u)
+    if kernel_tables is not None:
+        sheet.entries["kernel_tables"] = Entry(kernel_tables[0], kernel_tables[0] or '""', kernel_tables[1])
     return sheet
 
 

@@ -85,7 +85,7 @@ CHIP = {"", "chip", "device", "gpu", "package", "accelerator", "card"}
 FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
                "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
                "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
-               "devices_per_node", "tdp")
+               "devices_per_node", "tdp", "kernel_tables")
 REQUIRED_FIELDS = ("peak_bf16", "hbm_capacity", "hbm_bandwidth")
 
 def fmt(x: float) -> str:
