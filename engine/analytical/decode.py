@@ -30,12 +30,11 @@ def _attention_lines(sm, m: ModelSpec, B, q, c_mid):
     """(a_c, b_c, a_m, b_m): attention compute a_c + b_c c and memory a_m + b_m c of a step [s]."""
     L, lw = m.num_layers, m.sliding_window_layers
     win = lw * np.minimum(c_mid, m.sliding_window) if lw else 0.0
-    pair = sm.decode_flops_per_pair / L     # s per layer-pair
-    pos = sm.kv_s_per_token / L             # s per layer-position
-    a_c = pair * B * q * win
-    b_c = pair * B * q * (L - lw)
-    a_m = pos * B * (win + L * q)
-    b_m = pos * B * (L - lw)
+    a = sm.att_coef()      # per layer-pair / layer-position / sequence-layer / floor (StepModel)
+    a_c = a["dp"] * B * q * win + a["ds"] * L * B + a["df"] * L
+    b_c = a["dp"] * B * q * (L - lw)
+    a_m = a["mem"] * B * (win + L * q)
+    b_m = a["mem"] * B * (L - lw)
     return a_c, b_c, a_m, b_m
 
 

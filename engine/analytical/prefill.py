@@ -33,10 +33,9 @@ from engine.spec import ModelSpec
 
 def _pass(sm, m: ModelSpec, B, s, k, logits):
     """(roof, compute, memory, comm) of one pass of chunk s after k cached for B prompts."""
-    L = m.num_layers
     T = B * s
-    att_c = sm.flops_per_pair / L * B * attention.prefill_layer_pairs(m, s, k)
-    att_m = sm.kv_s_per_token / L * B * (memory.kv_layer_positions(m, k) + L * s)
+    att_c, att_m = sm.attention(B * attention.prefill_layer_pairs(m, s, k),
+                                B * memory.kv_layer_positions(m, k), T, 0.0, 0.0, T)
     ops = sm.operators(T, logits, att_c, att_m)
     return (sm.roof(ops), sum(c for c, _ in ops), sum(mm for _, mm in ops), sm.comm_s(T))
 
@@ -70,17 +69,19 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     nb = n - 1                        # full body chunks at k_i = i C
     s_last, k_last = S - nb * C, nb * C
     T = B * C
-    pair, pos = sm.flops_per_pair / L, sm.kv_s_per_token / L
-    # attention of body chunk i: compute A0 + A1 i, memory M0 + M1 i  (full layers)
-    A0 = pair * B * (L - lw) * C * (C + 1) / 2
-    A1 = pair * B * (L - lw) * C * C
-    M0 = pos * B * L * C
-    M1 = pos * B * (L - lw) * C
+    a = sm.att_coef()
+    # attention of body chunk i (s = C after k = i C): compute A0 + A1 i, memory M0 + M1 i
+    # (full layers; StepModel.attention with LPp = (L - Lw)(C k + C(C+1)/2), LRp = (L - Lw) k)
+    A0 = a["pp"] * B * (L - lw) * C * (C + 1) / 2 + a["pt"] * L * T + a["pf"] * L
+    A1 = (a["pp"] * C + a["pr"]) * B * (L - lw) * C
+    M0 = a["mem"] * B * L * C
+    M1 = a["mem"] * B * (L - lw) * C
     if lw:  # windowed layers: mean per body chunk of their pairs and cached reads
         w = m.sliding_window
         wp = lw * attention._sum_min(1, np.maximum(nb * C, 1), w) / np.maximum(nb, 1)
-        A0 = A0 + pair * B * wp
-        M0 = M0 + pos * B * lw * np.minimum((nb - 1) * C / 2, w)
+        wr = lw * np.minimum((nb - 1) * C / 2, w)
+        A0 = A0 + a["pp"] * B * wp + a["pr"] * B * wr
+        M0 = M0 + a["mem"] * B * wr
     dense, experts, _ = sm.operators(T, 0.0, 0.0, 0.0)
     if sm.roofline == "op":
         body = (nb * (np.maximum(*dense) + np.maximum(*experts))

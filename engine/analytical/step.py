@@ -24,9 +24,21 @@ max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency;
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
 Arguments may be floats or numpy arrays; ``build`` makes the constants arrays over a grid.
 
-Limits of the four-aggregate interface: P counts every attended position (sliding windows are
-not applied here; the analytical pipeline applies them via layer-pairs), and pairs are costed in
-the prefill form (MLA: per-head keys; ``decode_flops_per_pair`` holds the absorbed decode form).
+Attention aggregates in layer units (``pass_time``; windows applied per layer):
+    LPp  prefill layer-pairs: sum over chunks and layers of positions attended (sliding-window
+         layers attend at most W positions per query)
+    LRp  prefill cached layer-positions read: sum over chunks of (L - Lw) k + Lw min(k, W)
+    LPd  decode layer-positions: (L - Lw) C + Lw min(C, Bd W), C = sum of decode contexts
+         (exact when all or none of the Bd contexts exceed W)
+    attention compute  pp LPp + pr LRp + pt L Tp + pf L [Tp > 0] + dp LPd + ds L Bd + df L [Bd > 0]
+    attention memory   mem (LRp + LPd + L T)
+(Tp = prefill tokens, Bd = decode sequences). Roofline: pp = prefill pair FLOPs / L / peak_eff
+(MLA: per-head keys), dp = decode pair FLOPs (MLA: absorbed over the latent), mem = KV bytes per
+layer-position / bandwidth_eff, the rest 0. Kernel backends (``engine.analytical.kernels``): the
+per-layer floor, per-token, per-sequence and per-pair seconds fitted to the measured or
+transferred attention kernels, mem = 0 (a measured kernel's time already holds its traffic);
+dense matmuls, LM head, routed experts and TP/EP collectives are then tabulated functions of the
+pass's tokens (``KernelPass``) instead of the roofline constants.
 """
 
 from dataclasses import dataclass
@@ -67,6 +79,9 @@ class StepModel:
     num_layers: int = 1
     roofline: str = "op"
     overlap: float = 0.0
+    window: int = 0                     # sliding window W [positions] of the windowed layers
+    window_layers: int = 0              # Lw: layers with a sliding window
+    kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -94,15 +109,46 @@ class StepModel:
 
     def comm_s(self, tokens):
         """Communication of a pass of ``tokens`` tokens: c0 + c1 T (0 for an empty pass); with
-        allreduce=auto the faster of the two all-reduce algorithms."""
+        allreduce=auto the faster of the two all-reduce algorithms. Kernel backends: the tabulated
+        TP/EP collectives plus the PP hand-offs."""
         t = np.asarray(tokens, dtype=float)
+        if self.kern is not None:
+            c = self.kern.comm(t) + self.hop_latency_s + self.hop_s_per_token * t
+            return np.where(t > 0, c, 0.0)
         c = self.comm_latency_s + self.comm_s_per_token * t
         if self.comm_alt_latency_s is not None:
             c = np.minimum(c, self.comm_alt_latency_s + self.comm_alt_s_per_token * t)
         return np.where(t > 0, c, 0.0)
 
+    def att_coef(self) -> dict:
+        """Per-layer attention coefficients (module docstring): pp, pr, pt, pf (prefill: per
+        layer-pair, per cached layer-position read, per token-layer, floor per layer of a pass),
+        dp, ds, df (decode: per layer-position, per sequence-layer, floor) [s] and mem (memory s
+        per layer-position touched)."""
+        k, L = self.kern, self.num_layers
+        if k is None:
+            return dict(pp=self.flops_per_pair / L, pr=0.0, pt=0.0, pf=0.0,
+                        dp=self.decode_flops_per_pair / L, ds=0.0, df=0.0,
+                        mem=self.kv_s_per_token / L)
+        return dict(pp=k.att_pp, pr=0.0, pt=k.att_pt, pf=k.att_pf, dp=k.att_dp, ds=k.att_ds,
+                    df=k.att_df, mem=0.0)
+
+    def attention(self, LPp, LRp, Tp, LPd, Bd, T):
+        """(compute-like s, memory s) of a pass's attention from its layer aggregates (module
+        docstring); floats or numpy arrays."""
+        a, L = self.att_coef(), self.num_layers
+        c = (a["pp"] * LPp + a["pr"] * LRp + a["pt"] * L * Tp + a["pf"] * L * (Tp > 0)
+             + a["dp"] * LPd + a["ds"] * L * Bd + a["df"] * L * (Bd > 0))
+        return c, a["mem"] * (LRp + LPd + L * T)
+
     def operators(self, tokens, logits, attn_compute_s, attn_memory_s):
-        """(compute s, memory s) of the dense, expert and attention operators, as three pairs."""
+        """(compute s, memory s) of the dense, expert and attention operators, as three pairs.
+        Kernel backends: the tabulated kernel times (plus element-wise activation traffic) in the
+        compute slot, memory 0."""
+        k = self.kern
+        if k is not None:
+            dense = k.dense(tokens) + k.lm_head(logits) + self.act_s_per_token * tokens
+            return (dense, 0.0), (k.experts(tokens), 0.0), (attn_compute_s, attn_memory_s)
         exp_c = self.expert_flops_per_token * tokens
         dense = ((self.flops_per_token * tokens - exp_c) + self.flops_per_logit * logits,
                  self.dense_weight_s + self.act_s_per_token * tokens)
@@ -116,12 +162,46 @@ class StepModel:
             return sum(np.maximum(c, m) for c, m in ops)
         return np.maximum(sum(c for c, _ in ops), sum(m for _, m in ops))
 
-    def time(self, tokens, logits, attn_pairs, kv_read):
-        """Seconds for one pass with these batch aggregates (floats or numpy arrays)."""
-        ops = self.operators(tokens, logits, self.flops_per_pair * attn_pairs,
-                             self.kv_s_per_token * (kv_read + tokens))
-        return (parallel.overlapped(self.roof(ops), self.comm_s(tokens), self.overlap)
-                + self.step_overhead_s + self.per_token_overhead_s * logits)
+    def pass_time(self, T, n, LPp, LRp, LPd, Bd):
+        """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
+        (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
+        + n per_token_overhead."""
+        att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
+        ops = self.operators(T, n, *att)
+        return (parallel.overlapped(self.roof(ops), self.comm_s(T), self.overlap)
+                + self.step_overhead_s + self.per_token_overhead_s * n)
+
+    def decode_positions(self, Bd, C):
+        """LPd: layer-positions of Bd decode sequences attending C positions in all:
+        (L - Lw) C + Lw min(C, Bd W) (exact when all or none of the contexts exceed W)."""
+        L, lw = self.num_layers, self.window_layers
+        if not lw:
+            return L * C
+        return (L - lw) * C + lw * np.minimum(C, Bd * self.window)
+
+    def chunk_positions(self, c: int, k: int):
+        """(layer-pairs, cached layer-positions read) of a prefill chunk of c tokens after k
+        cached: (L - Lw)(c k + c(c+1)/2) + Lw sum_{j=k+1}^{k+c} min(j, W), and
+        (L - Lw) k + Lw min(k, W). Python ints in, floats out (the DES's per-iteration path)."""
+        L, lw, w = self.num_layers, self.window_layers, self.window
+        full = c * k + c * (c + 1) / 2.0
+        if not lw:
+            return L * full, float(L * k)
+        hi = k + c
+        top = min(hi, w)                         # last j <= W in k+1..k+c (k if none)
+        low = (top - k) * (k + 1 + top) / 2.0 if top > k else 0.0
+        win = low + w * (hi - max(top, k))
+        return (L - lw) * full + lw * win, float((L - lw) * k + lw * min(k, w))
+
+    def time(self, tokens, logits, prefill_pairs=0.0, prefill_read=0.0, decode_seqs=0.0,
+             decode_ctx=0.0):
+        """Seconds for one pass from per-sequence aggregates (floats or numpy arrays): prefill
+        pairs sum(c k + c(c+1)/2) and cached reads sum(k) of the prefill chunks (full attention
+        in every layer: windows need ``chunk_positions`` per chunk), decode sequences and the sum
+        of their contexts (windows applied by ``decode_positions``)."""
+        L = self.num_layers
+        return self.pass_time(tokens, logits, L * prefill_pairs, L * prefill_read,
+                              self.decode_positions(decode_seqs, decode_ctx), decode_seqs)
 
 
 def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s=None,
@@ -173,6 +253,8 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         num_layers=L,
         roofline=opt.roofline,
         overlap=opt.overlap,
+        window=m.sliding_window,
+        window_layers=m.sliding_window_layers,
     )
 
 

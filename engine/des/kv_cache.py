@@ -1,10 +1,7 @@
 """Paged KV cache: capacity in blocks from the memory model, and the prefix cache (LRU).
 
-Capacity per replica (vLLM's profiling step, in closed form):
-    per device   kv_cap = (HBM - weights/(tp pp) - activations(peak iteration) - reserve) x usable
-                 (engine.analytical.memory.kv_capacity_bytes)
-    tokens       kv_cap x kv_shard_factor / kv_bytes_per_token     (one token's KV is split
-                 min(tp, nkv) x pp x sp ways over the replica's devices)
+Capacity per replica (vLLM's profiling step, in closed form): ``engine.analytical.kvcache.capacity``
+(weights with expert shard, group scales and uneven stages; MLA latent whole on every TP rank)
     blocks       floor(tokens / block_size)
 The activation peak is taken at the scheduler's largest iteration: max_num_batched_tokens tokens
 and max_num_seqs sequences.
@@ -20,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.analytical import memory
-from engine.analytical.params import param_counts
-from engine.spec import DTYPE_BYTES, Specs
+from engine.analytical import kvcache
+from engine.spec import Specs
 
 
 @dataclass(frozen=True)
@@ -36,17 +32,17 @@ class KvCapacity:
 
 
 def kv_capacity(specs: Specs, block_size: int, max_batched_tokens: int, max_seqs: int) -> KvCapacity:
-    """KV blocks of one replica from the memory model (see module docstring)."""
+    """KV blocks of one replica from the analytical engine's footprint
+    (``engine.analytical.kvcache.capacity``, the one both engines use), at the scheduler's
+    largest iteration (max_batched_tokens tokens, max_seqs sequences)."""
     m, p, c, hw = specs.model, specs.partition, specs.calibration, specs.hardware
-    weights_dev = param_counts(m).total * DTYPE_BYTES[m.weight_dtype] / (p.tp * p.pp)
-    act_dev = float(memory.activation_peak_bytes(m, max_batched_tokens / p.sp, max_seqs, p.tp))
-    cap = float(memory.kv_capacity_bytes(hw.hbm_capacity_bytes, weights_dev, act_dev,
-                                         c.memory_reserve_bytes, c.kv_usable_fraction))
-    split = float(memory.kv_shard_factor(m.num_kv_heads, p.tp, p.pp, p.sp))
-    tokens = cap * split / memory.kv_bytes_per_token(m)
+    k = kvcache.capacity(m, p.tp, p.pp, p.ep, p.sp, float(max_batched_tokens), float(max_seqs),
+                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, c.kv_usable_fraction)
+    tokens = float(k["tokens"])
     blocks = int(tokens // block_size)
-    return KvCapacity(blocks=blocks, tokens=tokens, kv_capacity_gb=cap / 1e9,
-                      weights_gb=weights_dev / 1e9, activation_gb=act_dev / 1e9, fits=blocks > 0)
+    return KvCapacity(blocks=blocks, tokens=tokens, kv_capacity_gb=float(k["kv_capacity"]) / 1e9,
+                      weights_gb=float(k["weights"]) / 1e9,
+                      activation_gb=float(k["activations"]) / 1e9, fits=blocks > 0)
 
 
 class PrefixCache:
