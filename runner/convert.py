@@ -6,9 +6,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from engine.errors import SpecError
-from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, Specs,
-                         WorkloadSpec)
-from runner.schema import (UNITS, CalibrationSchema, HardwareSchema, ModelSchema,
+from engine.spec import (CalibrationSpec, FrameworkSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec,
+                         Specs, WorkloadSpec)
+from runner.schema import (UNITS, CalibrationSchema, FrameworkSchema, HardwareSchema, ModelSchema,
                            PartitionSchema, WorkloadSchema)
 from runner.units import to_si
 
@@ -17,10 +17,11 @@ from runner.units import to_si
 _ZERO_OK = {"hardware.sram", "hardware.scaleup_latency", "hardware.scaleout_latency",
             "calibration.memory_reserve", "calibration.step_overhead",
             "calibration.per_token_overhead", "calibration.per_request_overhead",
-            "calibration.launch_overhead"}
+            "calibration.launch_overhead", "framework.step_overhead",
+            "framework.per_output_token_overhead"}
 
 _SCHEMAS = {"hardware": HardwareSchema, "model": ModelSchema, "partition": PartitionSchema,
-            "workload": WorkloadSchema, "calibration": CalibrationSchema}
+            "workload": WorkloadSchema, "calibration": CalibrationSchema, "framework": FrameworkSchema}
 
 
 def _q(cfg: DictConfig, group: str, key: str):
@@ -32,6 +33,8 @@ def _q(cfg: DictConfig, group: str, key: str):
 def _no_extra_keys(cfg: DictConfig) -> None:
     """Keys added with ``+group.key=...`` that no schema knows would be silently ignored: refuse."""
     for group, schema in _SCHEMAS.items():
+        if group not in cfg:
+            continue
         known = {f.name for f in fields(schema)}
         for key in cfg[group]:
             if key not in known:
@@ -155,7 +158,25 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             noise=noise_spec(cfg),
         ),
         analytical=analytical_spec(cfg),
+        framework=framework_spec(cfg),
+        des=des_spec(cfg),
     )
+
+
+def framework_spec(cfg: DictConfig) -> FrameworkSpec:
+    """``framework`` (conf/framework/) -> FrameworkSpec (host costs to seconds with pint). A config
+    without the group (composed before profiles existed) gets the neutral ``generic`` profile."""
+    f = cfg.get("framework")
+    if f is None:
+        return FrameworkSpec()
+    d = OmegaConf.to_container(f, resolve=True)
+    step = _q(cfg, "framework", "step_overhead")
+    tok = _q(cfg, "framework", "per_output_token_overhead")
+    for k in ("step_overhead", "per_output_token_overhead"):
+        d.pop(k)
+    return FrameworkSpec(**{**d, "cuda_graph_sizes": tuple(d["cuda_graph_sizes"]),
+                            "sources": tuple(d["sources"]), "step_overhead_s": step,
+                            "per_output_token_s": tok})
 
 
 #: Where a relative ``workload.trace.path`` is looked for, after the working directory: the
@@ -176,10 +197,12 @@ def _resolve_trace(wl: dict) -> dict:
 
 
 def des_spec(cfg: DictConfig):
-    """``engine.des`` settings -> DesSpec (the discrete-event engine's deployment)."""
-    from engine.des.config import DesSpec
+    """``engine.des`` settings -> DesSpec (the discrete-event engine's deployment; its null
+    scheduler settings are taken from the framework profile when the DES runs)."""
+    from engine.spec.des import DesSpec
 
-    return DesSpec(**OmegaConf.to_container(cfg.engine.des, resolve=True))
+    node = cfg.engine.get("des")
+    return DesSpec(**OmegaConf.to_container(node, resolve=True)) if node is not None else DesSpec()
 
 
 __all__ = ["specs_from_config", "des_spec", "SpecError"]

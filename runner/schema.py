@@ -21,6 +21,7 @@ UNITS = {
     "calibration.per_token_overhead": "us", "calibration.per_request_overhead": "us",
     "calibration.launch_overhead": "us",
     "calibration.noise.jump_size": "ms", "calibration.noise.throttle_after": "s",
+    "framework.step_overhead": "us", "framework.per_output_token_overhead": "us",
 }
 
 
@@ -167,17 +168,42 @@ class CalibrationSchema:
 
 
 @dataclass
-class DesSchema:
-    """Discrete-event engine settings (engine.des.config.DesSpec); defaults in conf/engine/des.yaml."""
-    scheduler: str = "vllm"
-    queue_policy: str = "fcfs"
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    chunk_size: int = 512
-    block_size: int = 16
-    num_kv_blocks: int = 0
-    watermark: float = 0.01
+class FrameworkSchema:
+    """Serving framework profile (engine.spec.framework.FrameworkSpec); options in conf/framework/."""
+    name: str = "???"
+    versions: str = ""
+    scheduler: str = "???"
+    max_num_seqs: int = "???"  # type: ignore[assignment]
+    max_num_batched_tokens: int = "???"  # type: ignore[assignment]
+    chunked_prefill: bool = False
+    chunk_size: int = 0
+    cuda_graph_sizes: List[int] = field(default_factory=list)
+    cuda_graph_padding: bool = False
     preemption: str = "recompute"
+    block_size: int = 16
+    kv_usable_fraction: float = 0.0
+    watermark: float = 0.0
+    step_overhead: Any = 0
+    per_output_token_overhead: Any = 0
+    frontend_tok_s: float = 0.0
+    allreduce: str = "analytical"
+    kernel_tables: str = "none"
+    sources: List[str] = field(default_factory=list)
+
+
+@dataclass
+class DesSchema:
+    """Discrete-event engine settings (engine.spec.des.DesSpec); defaults in conf/engine/des.yaml.
+    The scheduler settings a framework fixes are null there: null = the framework profile's."""
+    scheduler: Optional[str] = None
+    queue_policy: str = "fcfs"
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+    chunk_size: Optional[int] = None
+    block_size: Optional[int] = None
+    num_kv_blocks: int = 0
+    watermark: Optional[float] = None
+    preemption: Optional[str] = None
     swap_bandwidth_gb_s: float = 50.0
     admission: str = "always"
     bucket_rate_rps: float = 0.0
@@ -272,6 +298,7 @@ class ConfigSchema:
     partition: PartitionSchema = field(default_factory=PartitionSchema)
     workload: WorkloadSchema = field(default_factory=WorkloadSchema)
     calibration: CalibrationSchema = field(default_factory=CalibrationSchema)
+    framework: FrameworkSchema = field(default_factory=FrameworkSchema)
     engine: EngineSchema = field(default_factory=EngineSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     print_table: bool = True
@@ -284,6 +311,7 @@ def register() -> None:
     cs.store(name="config_schema", node=ConfigSchema)
     for group, node in (("hardware", HardwareSchema), ("model", ModelSchema),
                         ("partition", PartitionSchema), ("workload", WorkloadSchema),
-                        ("calibration", CalibrationSchema), ("engine", EngineSchema),
+                        ("calibration", CalibrationSchema), ("framework", FrameworkSchema),
+                        ("engine", EngineSchema),
                         ("tracking", TrackingSchema)):
         cs.store(group=group, name=f"{group}_schema", node=node)

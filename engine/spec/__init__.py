@@ -9,6 +9,8 @@ from engine.spec.partition import PartitionSpec
 from engine.spec.workload import WorkloadSpec
 from engine.spec.calibration import CalibrationSpec, NoiseSpec
 from engine.spec.bundle import Specs
+from engine.spec.des import DesSpec
+from engine.spec.framework import FrameworkSpec
 from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
 
 __all__ = [
@@ -24,4 +26,6 @@ __all__ = [
     "DisaggSpec",
     "SpecDecodeSpec",
     "ParetoSpec",
+    "FrameworkSpec",
+    "DesSpec",
 ]

@@ -1,10 +1,12 @@
-"""Specs: the five specs of one job, checked against each other."""
+"""Specs: the specs of one job, checked against each other."""
 
 from dataclasses import dataclass, field
 
 from engine.errors import SpecError
 from engine.spec.analytical import AnalyticalSpec
 from engine.spec.calibration import CalibrationSpec
+from engine.spec.des import DesSpec
+from engine.spec.framework import FrameworkSpec
 from engine.spec.hardware import HardwareSpec
 from engine.spec.model import ModelSpec
 from engine.spec.partition import PartitionSpec
@@ -21,6 +23,10 @@ class Specs:
     workload: WorkloadSpec
     calibration: CalibrationSpec
     analytical: AnalyticalSpec = field(default_factory=AnalyticalSpec)
+    #: the serving framework's profile (conf/framework/; generic = the neutral one)
+    framework: FrameworkSpec = field(default_factory=FrameworkSpec)
+    #: discrete-event engine settings (conf/engine/des.yaml); its None fields come from framework
+    des: DesSpec = field(default_factory=DesSpec)
 
     def __post_init__(self):
         m, p = self.model, self.partition

@@ -1,0 +1,152 @@
+"""DesSpec: the serving system the discrete-event engine simulates (scheduler, KV cache, cluster).
+
+Defaults live in ``conf/engine/des.yaml``; the values here only make the dataclass usable from a
+notebook and mirror that file. The scheduler settings a serving framework fixes (scheduler,
+max_num_seqs, max_num_batched_tokens, chunk_size, block_size, watermark, preemption) are ``None``
+by default: ``resolve(framework)`` fills each None from ``Specs.framework`` (engine.spec.framework),
+so their defaults live in the framework profile only; a value set here overrides the profile.
+"""
+
+from dataclasses import dataclass, fields, replace
+
+from engine.errors import SpecError
+from engine.spec._check import non_negative, one_of, positive, positive_int
+from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
+
+SCHEDULERS = FRAMEWORK_SCHEDULERS
+#: DesSpec fields whose None means "the framework profile's value" (same name on FrameworkSpec).
+FROM_FRAMEWORK = ("scheduler", "max_num_seqs", "max_num_batched_tokens", "chunk_size", "block_size",
+                  "watermark", "preemption")
+QUEUE_POLICIES = ("fcfs", "priority", "sjf")
+ADMISSIONS = ("always", "token_bucket")
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity")
+PROGRESS = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class DesSpec:
+    """Scheduler, KV-cache and cluster settings of a simulated deployment.
+
+    Settings a framework profile supplies when None (``FROM_FRAMEWORK``; see engine.spec.framework):
+    scheduler: vllm (prefill-prioritised continuous batching: an iteration is either whole
+        prompts or decodes; vLLM V0), sarathi (chunked prefill: decodes first, then prompt chunks
+        up to the token budget; vLLM V1), orca (iteration-level: decodes plus whole prompts; KV for
+        prompt + output reserved on admission, so never preempts; TensorRT-LLM
+        GUARANTEED_NO_EVICT), sglang (prefill-first with chunked prompts; SGLang);
+    max_num_seqs, max_num_batched_tokens (token budget of one iteration);
+    chunk_size: prompt tokens of one sequence per iteration when chunking (0 = the budget);
+    block_size: tokens per KV page; watermark: fraction of KV blocks kept free when admitting;
+    preemption: recompute (drop the KV, prefill again) | swap (a decoding sequence's KV to host
+        memory and back over a host link of swap_bandwidth_gb_s per device; host memory
+        unbounded) | none (only with scheduler=orca, whose reservation never preempts);
+
+    Settings of the simulation itself:
+    queue_policy: fcfs | priority (SLO class, then arrival) | sjf (shortest prompt first);
+    num_kv_blocks: 0 = from the memory model;
+    admission: always | token_bucket (bucket_rate_rps refill, bucket_size burst; rejects counted);
+    replicas: data-parallel replicas (0 = partition.dp) behind ``router``;
+    prefill_replicas: > 0 disaggregates: that many of the replicas only prefill and hand each
+        prompt's KV to one of the others, which only decode (hand-off time from
+        engine.analytical.disagg with the engine.analytical.disagg link); 0 = co-located;
+    prefix_caching: reuse KV of shared prefix blocks (requests with hash ids), LRU eviction;
+    slo_ttft_ms / slo_tpot_ms: goodput counts requests meeting both;
+    max_decode_run: most decode iterations advanced in one event (closed-form series);
+    seed: engine-side randomness, for a step-time noise callable built by the caller (the request
+        stream draws from ``WorkloadSpec.seed``).
+    """
+
+    scheduler: str | None = None
+    queue_policy: str = "fcfs"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    chunk_size: int | None = None
+    block_size: int | None = None
+    num_kv_blocks: int = 0
+    watermark: float | None = None
+    preemption: str | None = None
+    swap_bandwidth_gb_s: float = 50.0
+    admission: str = "always"
+    bucket_rate_rps: float = 0.0
+    bucket_size: float = 0.0
+    replicas: int = 0
+    prefill_replicas: int = 0
+    router: str = "round_robin"
+    prefix_caching: bool = False
+    slo_ttft_ms: float = 1000.0
+    slo_tpot_ms: float = 100.0
+    max_decode_run: int = 4096
+    record_iterations: bool = False
+    progress: str = "auto"
+    seed: int = 0
+    #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
+    framework: FrameworkSpec | None = None
+
+    _group = "engine.des"
+
+    def __post_init__(self):
+        g = self._group
+        if self.scheduler is not None:
+            one_of(g, "scheduler", self.scheduler, SCHEDULERS)
+        if self.preemption is not None:
+            one_of(g, "preemption", self.preemption, ("recompute", "swap", "none"))
+        one_of(g, "queue_policy", self.queue_policy, QUEUE_POLICIES)
+        one_of(g, "admission", self.admission, ADMISSIONS)
+        positive(g, "swap_bandwidth_gb_s", self.swap_bandwidth_gb_s)
+        one_of(g, "router", self.router, ROUTERS)
+        one_of(g, "progress", self.progress, PROGRESS)
+        for f in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            if getattr(self, f) is not None:
+                positive_int(g, f, getattr(self, f))
+        if self.chunk_size is not None:
+            positive_int(g, "chunk_size", self.chunk_size, minimum=0)
+        positive_int(g, "max_decode_run", self.max_decode_run)
+        positive_int(g, "num_kv_blocks", self.num_kv_blocks, minimum=0)
+        positive_int(g, "replicas", self.replicas, minimum=0)
+        positive_int(g, "prefill_replicas", self.prefill_replicas, minimum=0)
+        positive_int(g, "seed", self.seed, minimum=0)
+        if self.watermark is not None and not (isinstance(self.watermark, (int, float))
+                                               and 0 <= self.watermark < 1):
+            raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
+        non_negative(g, "bucket_rate_rps", self.bucket_rate_rps)
+        non_negative(g, "bucket_size", self.bucket_size)
+        if self.admission == "token_bucket" and (self.bucket_rate_rps <= 0 or self.bucket_size < 1):
+            raise SpecError(f"{g}.bucket_rate_rps", self.bucket_rate_rps,
+                            "bucket_rate_rps > 0 and bucket_size >= 1 for admission=token_bucket")
+        positive(g, "slo_ttft_ms", self.slo_ttft_ms)
+        positive(g, "slo_tpot_ms", self.slo_tpot_ms)
+        if self.framework is not None:
+            if self.preemption == "none" and self.scheduler != "orca":
+                raise SpecError(f"{g}.preemption", "none",
+                                f"recompute or swap for scheduler={self.scheduler} (only orca's "
+                                "admission reservation never preempts)")
+
+    def resolve(self, framework: FrameworkSpec) -> "DesSpec":
+        """This spec with every None of ``FROM_FRAMEWORK`` taken from ``framework`` (a value set
+        here wins). Idempotent; the result remembers the profile in ``framework``."""
+        if self.framework is not None:
+            return self
+        fill = {f: getattr(framework, f) for f in FROM_FRAMEWORK if getattr(self, f) is None}
+        return replace(self, **fill, framework=framework)
+
+    @property
+    def resolved(self) -> "DesSpec":
+        """Resolved against the neutral ``generic`` profile when not resolved yet."""
+        return self.resolve(FrameworkSpec()) if self.framework is None else self
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens one iteration may process (sarathi: min(that, chunk_size) when chunk_size > 0,
+        the pre-profile behaviour of the sarathi scheduler)."""
+        d = self.resolved
+        if d.scheduler == "sarathi" and d.chunk_size:
+            return min(d.max_num_batched_tokens, d.chunk_size)
+        return d.max_num_batched_tokens
+
+    @property
+    def prompt_chunk(self) -> int:
+        """Most prompt tokens of one sequence in one iteration when the policy chunks."""
+        d = self.resolved
+        return min(d.chunk_size, d.max_num_batched_tokens) if d.chunk_size else d.max_num_batched_tokens
+
+
+__all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS"]

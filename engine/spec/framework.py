@@ -1,0 +1,141 @@
+"""FrameworkSpec: the serving framework's behaviour and its physically meaningful host costs.
+
+A named profile per framework and version range (``conf/framework/*.yaml``, each with the upstream
+files its defaults come from): how the scheduler forms iterations, its limits, CUDA-graph capture
+sizes, preemption, KV paging and the host-side costs that do not scale with the model.
+
+One source of truth with ``engine.des``: the DES scheduler settings that a framework fixes
+(scheduler, max_num_seqs, max_num_batched_tokens, chunk_size, block_size, watermark, preemption)
+default to ``null`` in ``conf/engine/des.yaml``; a null takes the framework's value here, a value
+overrides it (``engine.des.DesSpec.resolve``). So the default lives in one place, the profile.
+
+The neutral profile ``generic`` reproduces the DES as it was before profiles existed (vLLM V0-style
+prefill-first scheduler, 256 sequences, 8192-token budget, 16-token blocks, no CUDA-graph padding,
+no host costs beyond the calibration's, the engine's all-reduce model, roofline kernels).
+"""
+
+from dataclasses import dataclass
+
+from engine.errors import SpecError
+from engine.spec._check import non_negative, one_of, positive_int
+
+#: DES iteration policies (engine.des.schedulers registers one strategy per name):
+#: vllm = prefill-first, whole prompts (vLLM V0); sarathi = decode-first, chunked prompts within
+#: the token budget (vLLM V1, Sarathi-Serve); orca = decodes plus prompts in one iteration, KV of
+#: prompt + output reserved at admission (TensorRT-LLM in-flight batching, GUARANTEED_NO_EVICT);
+#: sglang = prefill-first with chunked prompts, decode batches separate (SGLang).
+FRAMEWORK_SCHEDULERS = ("vllm", "sarathi", "orca", "sglang")
+PREEMPTIONS = ("recompute", "swap", "none")
+ALLREDUCES = ("analytical", "one_shot", "nccl")
+KERNEL_TABLES = ("none", "trtllm", "vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class FrameworkSpec:
+    """A serving framework's profile (all times in seconds, rates in tokens/s).
+
+    name: profile name (generic | vllm_v1 | vllm_v0 | sglang | trtllm | user-defined);
+    versions: the framework versions the profile describes, as a PEP 440-style range string
+        ('' = any), e.g. ">=0.8,<0.11";
+    scheduler: iteration policy, one of FRAMEWORK_SCHEDULERS (see there);
+    max_num_seqs: most running sequences per replica (vLLM max_num_seqs, SGLang
+        max_running_requests, TensorRT-LLM max_batch_size);
+    max_num_batched_tokens: token budget of one iteration (vLLM max_num_batched_tokens, SGLang
+        max_prefill_tokens, TensorRT-LLM max_num_tokens);
+    chunked_prefill: prompts may be split across iterations;
+    chunk_size: most prompt tokens of one prompt in one iteration when chunking (0 = the token
+        budget; SGLang chunked_prefill_size);
+    cuda_graph_sizes: decode batch sizes captured as CUDA graphs, ascending (empty = no graphs);
+    cuda_graph_padding: a decode-only iteration of B <= max(cuda_graph_sizes) sequences runs the
+        graph of the next captured size, and costs that batch (padded rows compute and read
+        weights like real ones; their attention is empty);
+    preemption: recompute | swap | none (never preempts: KV reserved at admission);
+    block_size: tokens per KV page;
+    kv_usable_fraction: fraction of (HBM - weights - activations - reserve) given to KV;
+        0 = the calibration's ``kv_usable_fraction``;
+    watermark: fraction of KV blocks kept free when admitting (vLLM V0 watermark);
+    step_overhead_s: host time per iteration on top of the calibration's step overhead
+        (scheduler, input preparation not hidden behind the GPU);
+    per_output_token_s: host time per token emitted in an iteration (sampling, detokenise,
+        stream), on top of the calibration's per-token overhead;
+    frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver;
+        an iteration emitting n tokens lasts at least n / frontend_tok_s; 0 = no limit;
+    allreduce: TP all-reduce implementation: analytical (engine.analytical.allreduce's alpha-beta
+        model) | one_shot (custom all-reduce kernel: every rank reads all peers once over
+        NVLink, one latency term) | nccl (NCCL ring/tree);
+    kernel_tables: framework whose measured kernel tables price operators (none | trtllm | vllm |
+        sglang; none = roofline), read by the kernel-cost backend;
+    sources: URLs / repository paths of the upstream defaults the profile relies on.
+    """
+
+    name: str = "generic"
+    versions: str = ""
+    scheduler: str = "vllm"
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = False
+    chunk_size: int = 512
+    cuda_graph_sizes: tuple = ()
+    cuda_graph_padding: bool = False
+    preemption: str = "recompute"
+    block_size: int = 16
+    kv_usable_fraction: float = 0.0
+    watermark: float = 0.01
+    step_overhead_s: float = 0.0
+    per_output_token_s: float = 0.0
+    frontend_tok_s: float = 0.0
+    allreduce: str = "analytical"
+    kernel_tables: str = "none"
+    sources: tuple = ()
+
+    _group = "framework"
+
+    def __post_init__(self):
+        g = self._group
+        object.__setattr__(self, "cuda_graph_sizes", tuple(self.cuda_graph_sizes))
+        object.__setattr__(self, "sources", tuple(self.sources))
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"{g}.name", self.name, "a non-empty profile name")
+        one_of(g, "scheduler", self.scheduler, FRAMEWORK_SCHEDULERS)
+        one_of(g, "preemption", self.preemption, PREEMPTIONS)
+        one_of(g, "allreduce", self.allreduce, ALLREDUCES)
+        one_of(g, "kernel_tables", self.kernel_tables, KERNEL_TABLES)
+        positive_int(g, "max_num_seqs", self.max_num_seqs)
+        positive_int(g, "max_num_batched_tokens", self.max_num_batched_tokens)
+        positive_int(g, "chunk_size", self.chunk_size, minimum=0)
+        positive_int(g, "block_size", self.block_size)
+        for name in ("chunked_prefill", "cuda_graph_padding"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"{g}.{name}", getattr(self, name), "true or false")
+        sizes = self.cuda_graph_sizes
+        if any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes) \
+                or list(sizes) != sorted(set(sizes)):
+            raise SpecError(f"{g}.cuda_graph_sizes", list(sizes),
+                            "strictly ascending integers >= 1 (empty = no CUDA graphs)")
+        if self.cuda_graph_padding and not sizes:
+            raise SpecError(f"{g}.cuda_graph_padding", True, "false when cuda_graph_sizes is empty")
+        if not 0 <= self.kv_usable_fraction <= 1:
+            raise SpecError(f"{g}.kv_usable_fraction", self.kv_usable_fraction,
+                            "a fraction in (0, 1], or 0 for the calibration's")
+        if not 0 <= self.watermark < 1:
+            raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
+        non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
+        non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
+        non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
+        if self.scheduler == "sarathi" and not self.chunked_prefill:
+            raise SpecError(f"{g}.chunked_prefill", False,
+                            "true for scheduler=sarathi (decode-first chunked prefill)")
+        if self.scheduler == "vllm" and self.chunked_prefill:
+            raise SpecError(f"{g}.chunked_prefill", True,
+                            "false for scheduler=vllm (prefill-first, whole prompts; chunked "
+                            "prefill in vLLM is scheduler=sarathi)")
+
+    def padded_batch(self, batch: int) -> int:
+        """The decode batch a CUDA graph runs for ``batch`` sequences: the smallest captured size
+        >= batch when padding is on and batch fits the largest graph; else ``batch`` (eager).
+        vLLM: ``pad_for_cudagraph`` / SGLang ``cuda_graph_runner`` bisect the capture list."""
+        if not self.cuda_graph_padding or batch > self.cuda_graph_sizes[-1]:
+            return batch
+        import bisect
+
+        return self.cuda_graph_sizes[bisect.bisect_left(self.cuda_graph_sizes, batch)]

@@ -1,0 +1,99 @@
+"""The DES test workloads replayed by tests/des/test_replay.py: (name, workload fields, DesSpec
+fields, trace). ``python -m tests.des.replay_cases OUT.parquet`` writes every case's per-request
+table; the committed fixture ``tests/des/data/replay_tables.parquet`` was written this way from
+commit 6491ca9 (before the scheduler strategies, KvPool and framework profiles), so the replay test
+compares today's tables with the pre-refactor ones exactly.
+"""
+
+import sys
+
+MOONCAKE = dict(arrival="trace", rate_rps=1.0, num_requests=200,
+                trace={"path": "conf/workload/traces/mooncake_conv_1k.jsonl"})
+
+CASES = [
+    ("sarathi_long_prompt", dict(prompt_len=2048, output_len=4, num_requests=1),
+     dict(scheduler="sarathi", chunk_size=512)),
+    ("vllm_long_prompt", dict(prompt_len=2048, output_len=4, num_requests=1), dict(scheduler="vllm")),
+    ("sarathi_mixed", dict(prompt_len=100, output_len=50, num_requests=2),
+     dict(scheduler="sarathi", chunk_size=512)),
+    ("orca_pressure", dict(num_requests=120, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256),
+     dict(scheduler="orca", num_kv_blocks=600)),
+    ("vllm_pressure", dict(num_requests=120, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256),
+     dict(scheduler="vllm", num_kv_blocks=600)),
+    ("sarathi_pressure", dict(num_requests=120, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256),
+     dict(scheduler="sarathi", num_kv_blocks=600)),
+    ("priority", dict(num_requests=200, arrival="poisson", rate_rps=60.0, prompt_len=1024, output_len=256,
+                      priority_fraction=0.3), dict(num_kv_blocks=800, queue_policy="priority")),
+    ("sjf", dict(num_requests=200, arrival="poisson", rate_rps=60.0, prompt_len=1024, output_len=256,
+                 prompt_dist={"kind": "lognormal", "sigma": 0.8}), dict(num_kv_blocks=800, queue_policy="sjf")),
+    ("token_bucket", dict(num_requests=200, arrival="poisson", rate_rps=60.0, prompt_len=1024, output_len=256),
+     dict(admission="token_bucket", bucket_rate_rps=5.0, bucket_size=10)),
+    ("replicas_rr", dict(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=512, output_len=128),
+     dict(replicas=4, router="round_robin")),
+    ("replicas_lo", dict(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=512, output_len=128),
+     dict(replicas=4, router="least_outstanding")),
+    ("replicas_kv", dict(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=512, output_len=128),
+     dict(replicas=4, router="least_kv")),
+    ("prefix_on", MOONCAKE, dict(prefix_caching=True, num_kv_blocks=200_000)),
+    ("prefix_small", MOONCAKE, dict(prefix_caching=True)),
+    ("prefix_affinity", MOONCAKE, dict(prefix_caching=True, replicas=2, router="prefix_affinity",
+                                       num_kv_blocks=200_000)),
+    ("prefix_sarathi_pressure", MOONCAKE, dict(prefix_caching=True, scheduler="sarathi", num_kv_blocks=3000)),
+    ("prefix_orca", MOONCAKE, dict(prefix_caching=True, scheduler="orca", num_kv_blocks=200_000)),
+    ("closed_loop_32", dict(arrival="closed_loop", concurrency=32, num_requests=96, prompt_len=512, output_len=128),
+     dict()),
+    ("closed_think", dict(arrival="closed_loop", concurrency=1, think_time_s=1.0, num_requests=5), dict()),
+    ("pressure_vllm_600", dict(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256,
+                               output_dist={"kind": "uniform", "low": 64, "high": 512}), dict(num_kv_blocks=600)),
+    ("swap", dict(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256,
+                  output_dist={"kind": "uniform", "low": 64, "high": 512}),
+     dict(num_kv_blocks=600, preemption="swap", swap_bandwidth_gb_s=128)),
+    ("sarathi_swap", dict(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=256,
+                          output_dist={"kind": "uniform", "low": 64, "high": 512}),
+     dict(scheduler="sarathi", num_kv_blocks=600, preemption="swap", swap_bandwidth_gb_s=128)),
+    ("disagg", dict(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=1024, output_len=128),
+     dict(replicas=4, prefill_replicas=2, router="least_outstanding")),
+    ("low_load", dict(num_requests=20, arrival="gamma", rate_rps=0.5, arrival_cv=0.01), dict()),
+]
+
+def specs_for(base, wl):
+    from dataclasses import replace
+
+    from engine.spec import WorkloadSpec
+
+    from pathlib import Path
+
+    wl = dict(wl)
+    if "trace" in wl:
+        root = Path(__file__).resolve().parent.parent.parent
+        wl["trace"] = {"path": str(root / wl["trace"]["path"])}
+    wl.setdefault("prompt_len", 512)
+    wl.setdefault("output_len", 128)
+    return replace(base, workload=WorkloadSpec(**wl))
+
+
+def tables(base):
+    """{case name: per-request table (polars) of the case} on ``base`` specs."""
+    from engine.des import simulate
+    from engine.des.config import DesSpec
+
+    out = {}
+    for name, wl, des in CASES:
+        out[name] = simulate(specs_for(base, wl), DesSpec(**des)).result.table
+    return out
+
+
+def main(path):
+    import polars as pl
+
+    from tests.conftest import compose_specs
+
+    base = compose_specs("calibration.per_request_overhead=0")
+    frames = []
+    for name, t in tables(base).items():
+        frames.append(t.with_columns(pl.lit(name).alias("case")))
+    pl.concat(frames, how="diagonal").write_parquet(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

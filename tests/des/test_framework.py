@@ -1,0 +1,60 @@
+"""Framework profiles (engine.spec.framework, conf/framework/) and how they fill engine.des."""
+
+import pytest
+
+from engine.errors import SpecError
+from engine.spec import DesSpec, FrameworkSpec
+from tests.conftest import compose_specs
+
+PROFILES = ("generic", "vllm_v1", "vllm_v0", "sglang", "trtllm")
+
+
+def test_generic_is_the_pre_profile_des():
+    # the scheduler settings conf/engine/des.yaml held before profiles existed (commit 6491ca9):
+    # vllm, 256 seqs, 8192 tokens, chunk 512, 16-token blocks, watermark 0.01, recompute
+    d = DesSpec().resolve(FrameworkSpec())
+    assert (d.scheduler, d.max_num_seqs, d.max_num_batched_tokens, d.chunk_size, d.block_size,
+            d.watermark, d.preemption) == ("vllm", 256, 8192, 512, 16, 0.01, "recompute")
+    assert DesSpec(scheduler="sarathi").resolve(FrameworkSpec()).token_budget == 512
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_each_profile_composes_and_fills_the_des(name):
+    s = compose_specs(f"framework={name}")
+    fw = s.framework
+    assert fw.name == name
+    assert name == "generic" or fw.sources      # every named profile cites its upstream defaults
+    d = s.des.resolve(fw)
+    assert (d.scheduler, d.max_num_seqs, d.block_size) == (fw.scheduler, fw.max_num_seqs, fw.block_size)
+
+
+def test_engine_des_value_overrides_the_profile():
+    s = compose_specs("framework=vllm_v1", "engine.des.max_num_seqs=64", "engine.des.scheduler=vllm")
+    d = s.des.resolve(s.framework)
+    assert (d.max_num_seqs, d.scheduler, d.max_num_batched_tokens) == (64, "vllm", 8192)
+
+
+def test_cuda_graph_padding_rounds_up_to_the_next_captured_size():
+    fw = FrameworkSpec(cuda_graph_sizes=(1, 2, 4, 8, 16), cuda_graph_padding=True)
+    # by hand: 3 -> 4, 5 -> 8, 16 -> 16, 17 is above the largest graph -> eager, unpadded
+    assert [fw.padded_batch(b) for b in (1, 3, 5, 16, 17)] == [1, 4, 8, 16, 17]
+    assert FrameworkSpec().padded_batch(3) == 3
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(scheduler="fifo"), "framework.scheduler"),
+    (dict(cuda_graph_sizes=(8, 4)), "framework.cuda_graph_sizes"),
+    (dict(cuda_graph_padding=True), "framework.cuda_graph_padding"),
+    (dict(kv_usable_fraction=1.5), "framework.kv_usable_fraction"),
+    (dict(scheduler="sarathi", chunked_prefill=False), "framework.chunked_prefill"),
+    (dict(allreduce="mpi"), "framework.allreduce"),
+    (dict(step_overhead_s=-1.0), "framework.step_overhead"),
+])
+def test_bad_profile_names_the_field(kw, field):
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        FrameworkSpec(**kw)
+
+
+def test_preemption_none_only_with_the_reservation_scheduler():
+    with pytest.raises(SpecError, match=r"engine\.des\.preemption"):
+        DesSpec(preemption="none").resolve(FrameworkSpec())
