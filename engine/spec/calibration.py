@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from engine.spec._check import fraction, non_negative, one_of
 
 JUMP_DISTS = ("fixed", "exponential", "lognormal")
+#: Operator-cost backends (``CalibrationSpec.kernels``).
+KERNEL_BACKENDS = ("roofline", "measured", "transfer", "auto")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class CalibrationSpec:
         (kept apart from the scheduler so each can be set; the step model adds both per pass);
     per_token_overhead_s: per sequence per step that emits a token (sampling, detokenisation);
     per_request_overhead_s: once per request (tokenisation, admission, response).
+    kernels: how an operator's time is priced (``engine.analytical.kernels``): roofline (peak x
+        the efficiencies above), measured (the chip's measured kernel tables for the framework's
+        ``kernel_tables``), transfer (curves learned on the measured chips applied to this chip's
+        spec-sheet peaks), auto (measured when the chip has tables, else transfer; roofline when
+        the framework names no kernel tables).
     Defaults live in ``conf/calibration/``, never here.
     """
 
@@ -79,6 +86,7 @@ class CalibrationSpec:
     per_request_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
     name: str = "calibration"
+    kernels: str = "roofline"
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
 
     _group = "calibration"
@@ -94,3 +102,4 @@ class CalibrationSpec:
         non_negative(g, "per_token_overhead", self.per_token_overhead_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_overhead_s, unit="s")
         non_negative(g, "launch_overhead", self.launch_overhead_s, unit="s")
+        one_of(g, "kernels", self.kernels, KERNEL_BACKENDS)
