@@ -51,18 +51,19 @@ _PROBE_CTX = np.array([1.0, 64.0, 1024.0, 16384.0, 262144.0, 4194304.0])
 
 
 def decode_line(sm: StepModel, batch: int):
-    """(a, b, p_max) with ``sm.time(B, B, P, P) = a + b P`` for P <= p_max, or None.
+    """(a, b, p_max) with ``sm.time(B, B, decode_seqs=B, decode_ctx=P) = a + b P`` for
+    P <= p_max, or None.
 
     For a fixed batch B a decode step's time is a convex, piecewise-linear function of the
-    attended positions P = kv_read (sums of max(compute, memory) of affine terms, and the
-    compute/communication overlap is convex in them). A convex function that meets its chord at
-    an interior point is linear on the whole interval, so agreement of the probes with the line
+    attended positions P (sums of max(compute, memory) of affine terms, and the compute/
+    communication overlap is convex in them). A convex function that meets its chord at an
+    interior point is linear on the whole interval, so agreement of the probes with the line
     through the end points (to 1e-9) proves it. Then a run of k decode steps costs a few vector
-    operations instead of a StepModel call.
+    operations instead of a StepModel call. (Sliding windows bend the line at P = B W: None.)
     """
     B = float(batch)
     P = B * _PROBE_CTX
-    f = np.asarray(sm.time(B, B, P, P), dtype=np.float64)
+    f = np.asarray(sm.time(B, B, decode_seqs=B, decode_ctx=P), dtype=np.float64)
     b = (f[-1] - f[0]) / (P[-1] - P[0])
     a = f[0] - b * P[0]
     if np.allclose(a + b * P, f, rtol=1e-9, atol=0.0):
@@ -72,9 +73,9 @@ def decode_line(sm: StepModel, batch: int):
 
 def step_functions(sm: StepModel, noise: Noise | None):
     """(one-iteration time, decode-run times) from the step model, with the noise hook."""
-    time = sm.time
+    pass_time, chunk_positions, decode_positions = sm.pass_time, sm.chunk_positions, sm.decode_positions
     lines: dict = {}
-    memo: dict = {}   # StepModel.time is pure: repeated batch compositions (same prompt lengths) hit
+    memo: dict = {}   # StepModel.pass_time is pure: repeated batch compositions (same prompt lengths) hit
 
     def one(T, n, chunks, nd, dctx):
         """One iteration: T tokens, n logits, prefill ``chunks`` ((chunk, cached), ...), ``nd``
@@ -84,17 +85,19 @@ def step_functions(sm: StepModel, noise: Noise | None):
         if x is None:
             if len(memo) > 1_000_000:
                 memo.clear()
-            P = R = dctx
+            LPp = LRp = 0.0
             for c, k in chunks:
-                P += c * k + c * (c + 1) // 2
-                R += k
-            x = memo[key] = float(time(float(T), float(n), float(P), float(R)))
+                p, r = chunk_positions(c, k)
+                LPp += p
+                LRp += r
+            x = memo[key] = float(pass_time(float(T), float(n), LPp, LRp,
+                                            decode_positions(nd, float(dctx)), float(nd)))
         if noise is not None:
             x = float(noise(np.array([x]))[0])
         return x
 
     def run(B, p0, k):
-        """Times of k decode steps of B sequences, attn_pairs = kv_read = p0 + B j."""
+        """Times of k decode steps of B sequences attending p0 + B j positions in all."""
         line = lines.get(B, 0)
         if line == 0:
             line = lines[B] = decode_line(sm, B)
@@ -102,7 +105,8 @@ def step_functions(sm: StepModel, noise: Noise | None):
         if line is not None and P[-1] <= line[2]:
             x = line[0] + line[1] * P
         else:
-            x = np.asarray(time(float(B), float(B), P, P), dtype=np.float64)
+            x = np.asarray(sm.time(float(B), float(B), decode_seqs=float(B), decode_ctx=P),
+                           dtype=np.float64)
         return noise(x) if noise is not None else x
 
     return one, run
@@ -207,9 +211,9 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
         if des.preemption == "swap":
             # per device: its shard of each token's KV over its own host link
-            from engine.analytical import memory
+            from engine.analytical import kvcache, memory
             m, p = specs.model, specs.partition
-            shard = float(memory.kv_shard_factor(m.num_kv_heads, p.tp, p.pp, p.sp))
+            shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
             reps[-1].swap_s_per_token = (memory.kv_bytes_per_token(m) / shard
                                          / (des.swap_bandwidth_gb_s * 1e9))
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
