@@ -155,6 +155,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
             per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
             launch_overhead_s=_q(cfg, "calibration", "launch_overhead"),
+            kernels=c.kernels,
             noise=noise_spec(cfg),
         ),
         analytical=analytical_spec(cfg),

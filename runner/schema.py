@@ -163,6 +163,7 @@ class CalibrationSchema:
     per_token_overhead: Any = "???"
     per_request_overhead: Any = "???"
     launch_overhead: Any = "0 us"
+    kernels: str = "roofline"
     provenance: str = ""
     noise: NoiseSchema = field(default_factory=NoiseSchema)
 
