@@ -69,7 +69,7 @@ def _trace_candidates(path: str, tags: dict) -> list[Path]:
     from runner import convert
 
     return [Path(path), Path(tags.get("simllm.job_dir", ".")) / path,
-            *(Path(d) / path for d in getattr(convert, "TRACE_DIRS", ()))]
+            *(Path(d) / path for d in convert.trace_dirs())]
 
 
 def _config_from_params(p: dict) -> dict:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from engine.errors import SpecError
+from runner.calibration_yaml import calibration_yaml_text, display, write_calibration_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -74,7 +75,7 @@ def _fmt_value(name: str, v: float) -> str:
 
 def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
     out = [f"# Calibration {name}", "",
-           f"Data: `{m.path}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
+           f"Data: `{display(m.path)}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
            f"Deployment: {deployment}", "",
            f"Fit: two stages x {len(fit.history) // 2} rounds, {fit.simulations} DES simulations", "",
            "## Fitted parameters", "", "| parameter | start | fitted |", "|---|---:|---:|"]
@@ -101,29 +102,31 @@ def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, co
     c = cfg.calibration
     p = fit.params
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"# Fitted by simllm-calibrate on {date} (commit {commit}) to {m.path}",
-             f"# ({m.format}, {len(m)} requests) re-simulated with engine=des on {deployment}.",
-             "# Error of the simulation against the measurement (simulated / measured - 1):",
-             "#   metric            measured ms    before     after"]
+    where = display(m.path)  # relative to the project root: no machine's absolute path
+    lines = [f"Fitted by simllm-calibrate on {date} (commit {commit}) to {where}",
+             f"({m.format}, {len(m)} requests) re-simulated with engine=des on {deployment}.",
+             "Error of the simulation against the measurement (simulated / measured - 1):",
+             "  metric            measured ms    before     after"]
     for r in error_table(fit, measured):
-        lines.append(f"#   {r['metric']:<16} {r['measured']:>12.3f} {_pct(r['before']):>9} {_pct(r['after']):>9}")
-    lines.append("# Diagnosis (each parameter alone back at its start value):")
+        lines.append(f"  {r['metric']:<16} {r['measured']:>12.3f} {_pct(r['before']):>9} {_pct(r['after']):>9}")
+    lines.append("Diagnosis (each parameter alone back at its start value):")
     for d in fit.diagnosis:
-        lines.append(f"#   {d['parameter']}: {d['symptom']}; {d['explains']}")
-    lines += ["defaults:", "  - calibration_schema", f"  - noise: {name}   # fitted jump diffusion: conf/calibration/noise/{name}.yaml",
-              "  - _self_", f"name: {name}",
-              f"provenance: >-\n  simllm-calibrate two-stage fit to {m.path} (sha256 {m.sha256}, {len(m)} "
-              f"requests, {m.format}); {deployment}; started from calibration '{c.name}'",
-              f"compute_efficiency: {p['compute_efficiency']:.4f}         # fitted (stage 1)",
-              f"memory_bandwidth_efficiency: {p['memory_bandwidth_efficiency']:.4f}  # fitted (stage 1)",
-              f"comm_efficiency: {c.comm_efficiency}            # from '{c.name}' (not fitted)",
-              f"memory_reserve: {c.memory_reserve}          # from '{c.name}'",
-              f"kv_usable_fraction: {c.kv_usable_fraction}      # from '{c.name}'",
-              f"step_overhead: {p['step_overhead_s'] * 1e6:.1f} us      # fitted (stage 1)",
-              f"per_token_overhead: {c.per_token_overhead}       # from '{c.name}'",
-              f"per_request_overhead: {c.per_request_overhead}     # from '{c.name}'",
-              f"launch_overhead: {c.get('launch_overhead', '0 us')}          # from '{c.name}'"]
-    noise = [f"# Jump diffusion fitted by simllm-calibrate (stage 2) to {m.path} (sha256 {m.sha256[:16]}...).",
+        lines.append(f"  {d['parameter']}: {d['symptom']}; {d['explains']}")
+    cal = calibration_yaml_text(
+        name, lines, noise=name,
+        noise_comment=f"fitted jump diffusion: conf/calibration/noise/{name}.yaml",
+        provenance=(f"simllm-calibrate two-stage fit to {where} (sha256 {m.sha256}, {len(m)} "
+                    f"requests, {m.format}); {deployment}; started from calibration '{c.name}'"),
+        fields=[("compute_efficiency", f"{p['compute_efficiency']:.4f}", "fitted (stage 1)"),
+                ("memory_bandwidth_efficiency", f"{p['memory_bandwidth_efficiency']:.4f}", "fitted (stage 1)"),
+                ("comm_efficiency", c.comm_efficiency, f"from '{c.name}' (not fitted)"),
+                ("memory_reserve", c.memory_reserve, f"from '{c.name}'"),
+                ("kv_usable_fraction", c.kv_usable_fraction, f"from '{c.name}'"),
+                ("step_overhead", f"{p['step_overhead_s'] * 1e6:.1f} us", "fitted (stage 1)"),
+                ("per_token_overhead", c.per_token_overhead, f"from '{c.name}'"),
+                ("per_request_overhead", c.per_request_overhead, f"from '{c.name}'"),
+                ("launch_overhead", c.get("launch_overhead", "0 us"), f"from '{c.name}'")])
+    noise = [f"# Jump diffusion fitted by simllm-calibrate (stage 2) to {where} (sha256 {m.sha256[:16]}...).",
              f"jitter_sigma: {p['jitter_sigma']:.4f}",
              f"jump_rate: {p['jump_rate_per_s']:.4f}        # per second of busy time",
              f"jump_dist: {c.noise.jump_dist}",
@@ -131,15 +134,7 @@ def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, co
              f"jump_sigma: {c.noise.jump_sigma}",
              f"throttle_after: {c.noise.throttle_after}",
              f"throttle_factor: {c.noise.throttle_factor}"]
-    return "\n".join(lines) + "\n", "\n".join(noise) + "\n"
-
-
-def _write(path: Path, text: str, force: bool) -> None:
-    if path.exists() and not force and path.read_text() != text:
-        raise FileExistsError(f"{path} exists and differs; pass --force to overwrite")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"wrote {path}")
+    return cal, "\n".join(noise) + "\n"
 
 
 def run(args) -> dict:
@@ -169,8 +164,8 @@ def run(args) -> dict:
     commit = git_commit()
     cal_text, noise_text = calibration_yaml(args.name, cfg, m, fit, measured, deployment, commit)
     conf_dir = Path(args.conf_dir)
-    _write(conf_dir / "calibration" / f"{args.name}.yaml", cal_text, args.force)
-    _write(conf_dir / "calibration" / "noise" / f"{args.name}.yaml", noise_text, args.force)
+    write_calibration_yaml(conf_dir / "calibration" / f"{args.name}.yaml", cal_text, args.force)
+    write_calibration_yaml(conf_dir / "calibration" / "noise" / f"{args.name}.yaml", noise_text, args.force)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.output_dir) / f"{args.name}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
@@ -178,7 +173,7 @@ def run(args) -> dict:
     (out / "report.md").write_text(report)
     (out / f"{args.name}.yaml").write_text(cal_text)
     (out / f"noise_{args.name}.yaml").write_text(noise_text)
-    doc = {"name": args.name, "data": {"path": m.path, "sha256": m.sha256, "format": m.format,
+    doc = {"name": args.name, "data": {"path": display(m.path), "sha256": m.sha256, "format": m.format,
                                        "requests": len(m), "workload": m.workload, "notes": m.notes},
            "deployment": deployment, "params": fit.params, "start": fit.start,
            "errors_before": {_key(k): v for k, v in fit.errors_before.items()},

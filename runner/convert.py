@@ -137,7 +137,8 @@ def specs_from_config(cfg: DictConfig) -> Specs:
     _no_extra_keys(cfg)
     part = OmegaConf.to_container(cfg.partition, resolve=True)
     part.pop("name", None)
-    wl = _resolve_trace(OmegaConf.to_container(cfg.workload, resolve=True))
+    wl = _resolve_trace(OmegaConf.to_container(cfg.workload, resolve=True),
+                        OmegaConf.select(cfg, "paths.shared_data"))
     c = cfg.calibration
     return Specs(
         hardware=hardware_spec(cfg),
@@ -181,16 +182,24 @@ def framework_spec(cfg: DictConfig) -> FrameworkSpec:
 
 
 #: Where a relative ``workload.trace.path`` is looked for, after the working directory: the
-#: project root, the traces shipped in conf/workload/traces, and ../shared/data/traces.
+#: project root and the traces shipped in conf/workload/traces; then ``trace_dirs`` adds the shared
+#: data's traces/ (``paths.shared_data``, runner.paths).
 _ROOT = Path(__file__).resolve().parent.parent
-TRACE_DIRS = (_ROOT, _ROOT / "conf" / "workload" / "traces", _ROOT.parent / "shared" / "data" / "traces")
+TRACE_DIRS = (_ROOT, _ROOT / "conf" / "workload" / "traces")
 
 
-def _resolve_trace(wl: dict) -> dict:
-    """Make ``workload.trace.path`` absolute (first match in the cwd, then TRACE_DIRS)."""
+def trace_dirs(shared_data=None) -> tuple:
+    """TRACE_DIRS + <shared data>/traces (``shared_data``: a composed ``paths.shared_data``)."""
+    from runner import paths
+
+    return (*TRACE_DIRS, paths.shared_file("traces", value=shared_data))
+
+
+def _resolve_trace(wl: dict, shared_data=None) -> dict:
+    """Make ``workload.trace.path`` absolute (first match in the cwd, then ``trace_dirs``)."""
     path = (wl.get("trace") or {}).get("path") or ""
     if path and not Path(path).is_absolute():
-        for base in (Path.cwd(), *TRACE_DIRS):
+        for base in (Path.cwd(), *trace_dirs(shared_data)):
             if (base / path).is_file():
                 wl["trace"]["path"] = str((base / path).resolve())
                 break

@@ -21,7 +21,7 @@ from runner import outputs
 from runner.convert import specs_from_config
 
 #: Keys of the config that do not change a result (left out of the config hash).
-_NON_RESULT_KEYS = ("tracking", "print_table", "resume")
+_NON_RESULT_KEYS = ("tracking", "paths", "print_table", "resume")
 
 #: Marker left in a job directory whose MLflow logging failed; ``simllm-sync`` uploads it later.
 PENDING = "pending_sync.json"

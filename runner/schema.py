@@ -293,6 +293,12 @@ class TrackingSchema:
 
 
 @dataclass
+class PathsSchema:
+    """Data outside the project (conf/paths/default.yaml; resolved by runner.paths)."""
+    shared_data: str = "../shared/data"
+
+
+@dataclass
 class ConfigSchema:
     hardware: HardwareSchema = field(default_factory=HardwareSchema)
     model: ModelSchema = field(default_factory=ModelSchema)
@@ -302,6 +308,7 @@ class ConfigSchema:
     framework: FrameworkSchema = field(default_factory=FrameworkSchema)
     engine: EngineSchema = field(default_factory=EngineSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
+    paths: PathsSchema = field(default_factory=PathsSchema)
     print_table: bool = True
     resume: bool = False
 
@@ -314,5 +321,5 @@ def register() -> None:
                         ("partition", PartitionSchema), ("workload", WorkloadSchema),
                         ("calibration", CalibrationSchema), ("framework", FrameworkSchema),
                         ("engine", EngineSchema),
-                        ("tracking", TrackingSchema)):
+                        ("tracking", TrackingSchema), ("paths", PathsSchema)):
         cs.store(group=group, name=f"{group}_schema", node=node)

@@ -11,10 +11,24 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from runner.paths import shared_data
+
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-#: Public reference data (../shared/data beside the checkout; SIMLLM_SHARED_DATA overrides).
-SHARED_DATA = Path(os.environ.get("SIMLLM_SHARED_DATA", ROOT.parent / "shared" / "data"))
+#: Small data the core tests need, shipped with the project (tests/data/README.md: sources, licenses).
+DATA = Path(__file__).resolve().parent / "data"
+#: External reference data (paths.shared_data: ../shared/data beside the checkout, or
+#: $SIMLLM_SHARED_DATA; runner.paths resolves it). Absent in a clone alone: see ``shared_file``.
+SHARED_DATA = shared_data()
+
+
+def shared_file(*parts: str) -> Path:
+    """A file or folder of the external data; skips the calling test, naming it, where it is absent
+    (a clone without ../shared). Only tests of the external data itself use this."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"external data {path} not present (../shared/data or $SIMLLM_SHARED_DATA)")
+    return path
 
 
 @pytest.fixture(scope="session", autouse=True)

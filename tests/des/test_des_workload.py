@@ -13,6 +13,7 @@ from runner.convert import TRACE_DIRS, _resolve_trace
 from tests.conftest import SHARED_DATA
 
 TRACES = SHARED_DATA / "traces"
+NO_TRACES = f"external data {TRACES} not present (../shared/data or $SIMLLM_SHARED_DATA)"
 
 
 def _wl(**kw):
@@ -77,7 +78,7 @@ def _stats():
     return json.loads((TRACES / "STATS.json").read_text())
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data/traces not present")
+@pytest.mark.skipif(not TRACES.is_dir(), reason=NO_TRACES)
 @pytest.mark.parametrize("name,rows,timed,hashes", [
     ("azure2023_code.csv", 8819, True, False),
     ("azure2023_conv.csv", 19366, True, False),
@@ -146,7 +147,7 @@ def test_parquet_and_json_with_a_column_mapping(tmp_path):
         build_stream(_wl(trace={"path": str(tmp_path / "missing.csv")}))
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data/traces not present")
+@pytest.mark.skipif(not TRACES.is_dir(), reason=NO_TRACES)
 def test_lengths_only_trace_needs_a_synthetic_arrival():
     wl = _resolve_trace({"prompt_len": 512, "output_len": 128, "arrival": "trace",
                          "trace": {"path": "sarathi_sharegpt_8k_filtered_llama2tok.csv"}})

@@ -1,5 +1,6 @@
 """Parameter counts and KV sizes derived from the architecture vs the published / independently
-recomputed figures in ../shared/data/model_configs/SOURCES.md (its verification table)."""
+recomputed figures in tests/data/model_configs/SOURCES.md (its verification table; a copy of
+../shared/data/model_configs/SOURCES.md)."""
 
 import dataclasses
 import json
@@ -9,7 +10,7 @@ import pytest
 from engine.analytical.memory import kv_bytes_per_token
 from engine.analytical.params import param_counts
 from runner.convert import model_spec
-from tests.conftest import SHARED_DATA
+from tests.conftest import DATA
 
 # model option, SOURCES.md total (B), active (B) or None, KV bytes/token bf16
 PUBLISHED = [
@@ -67,7 +68,7 @@ def test_deepseek_v3_by_hand(cfg_of):
 
 
 def test_deepseek_conf_matches_hf_config(cfg_of):
-    j = json.loads((SHARED_DATA / "model_configs" / "deepseek-v3.json").read_text())
+    j = json.loads((DATA / "model_configs" / "deepseek-v3.json").read_text())
     m = cfg_of("model=deepseek_v3").model
     for ours, theirs in [("num_layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
                          ("num_heads", "num_attention_heads"), ("ffn_size", "intermediate_size"),
@@ -88,7 +89,7 @@ def test_deepseek_conf_matches_hf_config(cfg_of):
                                      ("llama_3_1_405b", "llama-3.1-405b")])
 def test_conf_matches_hf_config(cfg_of, name, hf):
     """The shipped conf/model YAMLs carry the numbers of the HF config.json they cite."""
-    j = json.loads((SHARED_DATA / "model_configs" / f"{hf}.json").read_text())
+    j = json.loads((DATA / "model_configs" / f"{hf}.json").read_text())
     m = cfg_of(f"model={name}").model
     assert m.num_layers == j["num_hidden_layers"]
     assert m.hidden_size == j["hidden_size"]

@@ -80,9 +80,9 @@ def test_shared_table_imports_directly_and_agrees_with_the_sheet(cfg_of, device)
     project's curated sheet: dense peaks per precision, HBM, SRAM, scale-up link, TDP. (GB200's
     capacity differs by rounding: the table's 186 GB vs the rack's 13.4 TB / 72 = 186.1 GB.)"""
     from engine.ingest.hwcsv import read_sheet
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import shared_file
 
-    raw = read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "raw", device=device).hardware_spec()
+    raw = read_sheet(shared_file("hardware", "hardware_specs.csv"), "raw", device=device).hardware_spec()
     ours = specs_from_config(cfg_of(f"hardware={RAW_DEVICES[device]}")).hardware
     for p in ("bf16", "fp8", "int8", "fp4"):
         if getattr(ours, f"peak_flops_{p}") is not None:
@@ -95,9 +95,10 @@ def test_shared_table_imports_directly_and_agrees_with_the_sheet(cfg_of, device)
 
 def test_table_of_several_devices_needs_one_named():
     from engine.ingest.hwcsv import SheetError, read_sheet
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import shared_file
 
+    table = shared_file("hardware", "hardware_specs.csv")
     with pytest.raises(SheetError, match="holds 11 devices"):
-        read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "x")
+        read_sheet(table, "x")
     with pytest.raises(SheetError, match="no rows for device 'H100'"):
-        read_sheet(SHARED_DATA / "hardware" / "hardware_specs.csv", "x", device="H100")
+        read_sheet(table, "x", device="H100")

@@ -1,4 +1,5 @@
-"""HF config.json adapter: every file in ../shared/data/model_configs imports, the detected
+"""HF config.json adapter: every file in tests/data/model_configs (a copy of
+../shared/data/model_configs) imports, the detected
 architecture matches the model cards, and parameter counts match SOURCES.md within 1 %."""
 
 import json
@@ -12,9 +13,9 @@ from engine.ingest import hf_config
 from engine.ingest.hf_config import HFConfigError
 from runner.convert import specs_from_config
 from runner.import_cli import main as import_main
-from tests.conftest import SHARED_DATA
+from tests.conftest import DATA
 
-CONFIGS = SHARED_DATA / "model_configs"
+CONFIGS = DATA / "model_configs"
 
 # SOURCES.md verification table. published: the model card / paper total, with the most digits
 # given there ("7B (6.74B)" -> 6.74); computed: the independent recomputation in the same table
@@ -173,7 +174,7 @@ def test_committed_model_yaml_equals_regenerated(name):
 
     text = (CONF / "model" / f"{name}.yaml").read_text()
     rel = text.split("mapped from ", 1)[1].split(" ", 1)[0]
-    hf = hf_config.read(SHARED_DATA / "model_configs" / rel.rsplit("/", 1)[1], name)
+    hf = hf_config.read(CONFIGS / rel.rsplit("/", 1)[1], name)
     hf.source = rel
     assert hf_config.yaml_text(hf, f"simllm-import hfconfig {rel} --name {name}") == text
 
