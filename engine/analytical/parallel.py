@@ -46,10 +46,13 @@ def link(specs: Specs, group_devices):
     return bw, lat
 
 
-def pass_comm(specs: Specs, tp, pp, ep, sp, algorithm: str):
-    """Communication of one pass as affine coefficients: returns (c0, c1, hop0, hop1) with
-    comm(T) = c0 + c1 T for T > 0 (all of TP, EP, SP and the PP hand-offs) and the PP hand-offs
-    alone hop(T) = hop0 + hop1 T. ``algorithm`` is the all-reduce's (ring or tree)."""
+def pass_collectives(specs: Specs, tp, pp, ep, sp, algorithm: str, allreduce=None, alltoall=None):
+    """Communication of one pass as two functions of its tokens T: (total(T), hops(T)) [s] -
+    all of TP, EP, SP and the PP hand-offs, and the PP hand-offs alone (module docstring).
+
+    ``allreduce(bytes, n)`` and ``alltoall(bytes, n)`` price one collective of a message over n
+    devices; default: the alpha-beta models of ``comm`` on the group's link (``algorithm`` = the
+    all-reduce's, ring or tree). Kernel backends pass measured or transferred collectives."""
     m = specs.model
     tp, pp, ep, sp = (np.asarray(v, dtype=float) for v in (tp, pp, ep, sp))
     act = DTYPE_BYTES[m.activation_dtype]
@@ -58,16 +61,18 @@ def pass_comm(specs: Specs, tp, pp, ep, sp, algorithm: str):
     tp_bw, tp_lat = link(specs, tp)
     st_bw, st_lat = link(specs, tp * sp)
     rp_bw, rp_lat = link(specs, tp * sp * pp)
-
-    def affine(f):
-        zero = f(0.0)
-        return zero, f(1.0) - zero
+    if allreduce is None:
+        def allreduce(b, n):
+            return comm.allreduce_time(b, n, tp_bw, tp_lat, algorithm)
+    if alltoall is None:
+        def alltoall(b, n):
+            return comm.all_to_all_time(b, n, st_bw, st_lat)
 
     def ar(T):
-        return comm.allreduce_time(T / sp * h * act, tp, tp_bw, tp_lat, algorithm)
+        return allreduce(T / sp * h * act, tp)
 
     def a2a(T):
-        return comm.all_to_all_time(T * max(m.experts_per_token, 1) / ep * h * act, ep, st_bw, st_lat)
+        return alltoall(T * max(m.experts_per_token, 1) / ep * h * act, ep)
 
     kv_rank = memory.kv_bytes_per_layer_token(m) / np.minimum(tp, memory.kv_heads(m))
 
@@ -80,6 +85,19 @@ def pass_comm(specs: Specs, tp, pp, ep, sp, algorithm: str):
     def total(T):
         moe = np.where(ep > 1, ar(T) + 2 * a2a(T), 2 * ar(T))
         return 2 * l_dense * ar(T) + l_moe * moe + m.num_layers * ag(T) + hops(T)
+
+    return total, hops
+
+
+def pass_comm(specs: Specs, tp, pp, ep, sp, algorithm: str):
+    """Communication of one pass as affine coefficients: returns (c0, c1, hop0, hop1) with
+    comm(T) = c0 + c1 T for T > 0 (all of TP, EP, SP and the PP hand-offs) and the PP hand-offs
+    alone hop(T) = hop0 + hop1 T. ``algorithm`` is the all-reduce's (ring or tree)."""
+    total, hops = pass_collectives(specs, tp, pp, ep, sp, algorithm)
+
+    def affine(f):
+        zero = f(0.0)
+        return zero, f(1.0) - zero
 
     c0, c1 = affine(total)
     h0, h1 = affine(hops)

@@ -129,3 +129,47 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         expert_each=float(expert),
         moe_layers=l_moe,
     )
+
+
+def gemm_shapes(model: ModelSpec, tp: int) -> list[tuple[str, int, int, int]]:
+    """The dense matmuls one token passes through on one tensor-parallel rank, as
+    (name, n, k, layers): an (m x k) by (k x n) GEMM in ``layers`` layers, m = the pass's tokens.
+
+    Column-parallel projections split n by tp, row-parallel ones split k (Megatron-LM layout,
+    Shoeybi et al. 2019); KV heads are replicated when tp > nkv (n per rank uses max(nkv/tp, 1)):
+        GQA/MQA  qkv (nh/tp + 2 max(nkv/tp, 1)) dh x h;  o  h x nh dh/tp
+        MLA      q_a rq x h and kv_a (rkv + dr) x h replicated; q_b nh(dn+dr)/tp x rq (h without
+                 q_lora); kv_b nh(dn+dv)/tp x rkv; o h x nh dv/tp
+        dense FFN (first_dense_layers of an MoE, every layer of a dense model)
+                 gate+up 2f/tp x h (f/tp plain MLP); down h x f/tp
+        MoE      router E x h (replicated); shared experts like a dense FFN of S f_e
+    Routed experts are priced by the MoE kernel, and the LM head (V/tp x h, m = logits) apart.
+    With tp = 1 the sum of n k x layers is ``param_counts(model).per_token_matmul`` less the routed
+    experts and the MLA norm weights (tests/engine/test_params.py).
+    """
+    h, L = model.hidden_size, model.num_layers
+    nh = model.num_heads // tp
+    out = []
+    if model.attention == "mla":
+        rq, rkv = model.q_lora_rank, model.kv_lora_rank
+        dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+        if rq:
+            out += [("q_a", rq, h, L), ("q_b", nh * (dn + dr), rq, L)]
+        else:
+            out.append(("q", nh * (dn + dr), h, L))
+        out += [("kv_a", rkv + dr, h, L), ("kv_b", nh * (dn + dv), rkv, L), ("o", h, nh * dv, L)]
+    else:
+        nkv = max(model.num_kv_heads // tp, 1)
+        out += [("qkv", (nh + 2 * nkv) * model.head_dim, h, L),
+                ("o", h, nh * model.head_dim, L)]
+    l_dense, l_moe = layer_split(model)
+    up = 2 if model.gated_mlp else 1
+    if l_dense:
+        f = model.ffn_size // tp
+        out += [("ffn_up", up * f, h, l_dense), ("ffn_down", h, f, l_dense)]
+    if l_moe:
+        out.append(("router", model.num_experts, h, l_moe))
+        if model.num_shared_experts:
+            fs = model.num_shared_experts * model.expert_ffn_size // tp
+            out += [("shared_up", up * fs, h, l_moe), ("shared_down", h, fs, l_moe)]
+    return out

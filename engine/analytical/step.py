@@ -49,6 +49,7 @@ import numpy as np
 from engine.analytical import attention, memory, parallel, traffic
 from engine.analytical.params import param_counts
 from engine.analytical.precision import weight_bytes_per_param
+from engine.errors import SpecError
 from engine.spec import DTYPE_BYTES, Specs
 
 
@@ -223,6 +224,14 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
     kv_split = np.minimum(tp, memory.kv_heads(m)) * sp
     alg = "ring" if opt.allreduce == "auto" else opt.allreduce
     c0, c1, h0, h1 = parallel.pass_comm(specs, tp, pp, ep, sp, alg)
+    from engine.analytical import kernels
+    kern, _ = kernels.build(specs, tp, ep, sp)
+    if kern is not None and not (np.allclose(peak1, hw.peak_flops(m.math_dtype))
+                                 and np.allclose(bw1, hw.hbm_bandwidth_bytes_s)):
+        raise SpecError("calibration.kernels", cal.kernels,
+                        "roofline when sweeping peak FLOP/s or HBM bandwidth (kernel tables describe "
+                        "the chip as it is; give a what-if chip its own hardware YAML and use "
+                        "kernels=transfer)")
     alt0 = alt1 = None
     if opt.allreduce == "auto":
         alt0, alt1, _, _ = parallel.pass_comm(specs, tp, pp, ep, sp, "tree")
@@ -255,6 +264,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         overlap=opt.overlap,
         window=m.sliding_window,
         window_layers=m.sliding_window_layers,
+        kern=kern,
     )
 
 
