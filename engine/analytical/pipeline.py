@@ -18,6 +18,8 @@ forward pass adds step_overhead, every emitted token per_token_overhead, TTFT an
 per_request_overhead once.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from engine.analytical import decode, disagg, energy, kvcache, memory, prefill, specdec, step
@@ -127,7 +129,14 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     # --- decode ---
     dc = decode.tpot(sm, m, B, S, N, pp, opt.pp_microbatches)
     tpot_s = np.where(N >= 2, dc["tpot_s"], np.nan)
-    bstar = np.nan if lean else decode.batch_star(sm, m, S, N)
+    # what bounds a phase, B* and FLOP/byte are the roofline's physics whatever prices the pass
+    sm_r = replace(sm, kern=None) if sm.kern is not None else sm
+    if sm_r is not sm:
+        pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, cal.per_request_overhead_s)
+        dc_r = decode.tpot(sm_r, m, B, S, N, pp, opt.pp_microbatches)
+    else:
+        pf_r, dc_r = pf, dc
+    bstar = np.nan if lean else decode.batch_star(sm_r, m, S, N)
 
     e2e_s = ttft_s + np.where(N >= 2, (N - 1) * tpot_s, 0.0)
     dev_rep = tp * pp * sp
@@ -160,23 +169,23 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         interactivity_tok_s_per_user=nan_if_not_fit(1.0 / tpot_s),
         decode_throughput_tok_s_per_gpu=nan_if_not_fit(B / dc["tpot_s"] / dev_rep),
         prefill_passes=pf["passes"],
-        prefill_compute_ms=pf["compute_s"] * 1e3, prefill_memory_ms=pf["memory_s"] * 1e3,
-        prefill_comm_ms=pf["comm_s"] * 1e3,
-        prefill_bound=_bound(pf["compute_s"], pf["memory_s"], pf["comm_s"]),
-        decode_compute_ms=dc["compute_s"] * 1e3, decode_memory_ms=dc["memory_s"] * 1e3,
-        decode_comm_ms=dc["comm_s"] * 1e3,
-        decode_bound=_bound(dc["compute_s"], dc["memory_s"], dc["comm_s"]),
+        prefill_compute_ms=pf_r["compute_s"] * 1e3, prefill_memory_ms=pf_r["memory_s"] * 1e3,
+        prefill_comm_ms=pf_r["comm_s"] * 1e3,
+        prefill_bound=_bound(pf_r["compute_s"], pf_r["memory_s"], pf_r["comm_s"]),
+        decode_compute_ms=dc_r["compute_s"] * 1e3, decode_memory_ms=dc_r["memory_s"] * 1e3,
+        decode_comm_ms=dc_r["comm_s"] * 1e3,
+        decode_bound=_bound(dc_r["compute_s"], dc_r["memory_s"], dc_r["comm_s"]),
         decode_microbatches=dc["microbatches"],
         ridge_flop_per_byte=x["peak_flops_s"] / x["hbm_bandwidth_bytes_s"],
         batch_star=bstar,
-        batch_star_matmul=decode.batch_star_matmul(sm, m) + 0.0 * B,
+        batch_star_matmul=decode.batch_star_matmul(sm_r, m) + 0.0 * B,
         power_w_per_gpu=nan_if_not_fit(pw),
         energy_j_per_token=nan_if_not_fit(j_tok),
         devices=devices,
     )
     if lean:
         return out
-    _flops_bytes(specs, sm, x, out)
+    _flops_bytes(specs, sm_r, x, out)
     if opt.chunk_search:
         c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches,
                                                cal.per_request_overhead_s, opt.chunk_candidates)

@@ -27,6 +27,8 @@ def assumptions(specs: Specs) -> list[Assumption]:
                           f"calibration '{c.name}'"))
     out.append(Assumption("effective HBM bandwidth", f"peak x {c.memory_bandwidth_efficiency}",
                           f"calibration '{c.name}'"))
+    from engine.analytical import kernels
+    out.extend(kernels.build(specs, p.tp, p.ep, p.sp)[1])
     out.append(Assumption("roofline granularity", a.roofline,
                           "op: dense matmuls, routed experts and attention each bound by their own roof, "
                           "summed" if a.roofline == "op" else
@@ -137,6 +139,29 @@ _OPTIONAL = ("batch_star_matmul", "kv_fragmentation", "energy_j_per_token", "pow
              "decode_throughput_tok_s_per_gpu")
 
 
+def op_shares(specs: Specs) -> dict:
+    """Share of time per operator class (``StepModel.breakdown``) of the batch's prefill pass
+    (all B prompts, single pass) and of a decode step at the mid-decode context:
+    ``prefill_share_<class>`` and ``decode_share_<class>`` (fractions summing to 1)."""
+    from engine.analytical.attention import prefill_layer_pairs
+    from engine.analytical.memory import kv_layer_positions
+    from engine.analytical.step import StepModel
+
+    w, p = specs.workload, specs.partition
+    sm = StepModel.from_specs(specs)
+    B, S, N = float(w.batch_size), float(w.prompt_len), float(w.output_len)
+    Bm = B / max(min(p.pp, B), 1) if p.pp > 1 else B
+    pre = sm.breakdown(Bm * S, Bm, Bm * float(prefill_layer_pairs(specs.model, S, 0.0)),
+                       0.0, 0.0, 0.0)
+    c = S + max(N, 2) / 2.0
+    dec = sm.breakdown(Bm, Bm, 0.0, 0.0, float(sm.decode_positions(Bm, Bm * c)), Bm)
+    out = {}
+    for tag, parts in (("prefill", pre), ("decode", dec)):
+        tot = sum(parts.values()) or 1.0
+        out.update({f"{tag}_share_{k}": v / tot for k, v in parts.items()})
+    return out
+
+
 def _summary(point: dict, specs: Specs) -> dict:
     """The result contract's flat summary from one evaluated point."""
     g = {k: _scalar(v) for k, v in point.items()}
@@ -159,6 +184,7 @@ def _summary(point: dict, specs: Specs) -> dict:
         "batch_star": g["batch_star"], "params_b": g["params_b"], "devices": g["devices"],
     }
     s.update({k: g[k] for k in _OPTIONAL if k in g})
+    s.update(op_shares(specs))
     if not s["fits_in_memory"]:
         cap = specs.hardware.hbm_capacity_bytes / 1e9
         s["memory_reason"] = (

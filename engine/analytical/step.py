@@ -172,6 +172,22 @@ class StepModel:
         return (parallel.overlapped(self.roof(ops), self.comm_s(T), self.overlap)
                 + self.step_overhead_s + self.per_token_overhead_s * n)
 
+    def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
+        """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,
+        element-wise), attention, experts, comm (what the overlap leaves exposed) and overhead
+        (step + per token); they sum to ``pass_time``. Roofline "pass" granularity splits its
+        single roof in proportion to each operator's max(compute, memory)."""
+        att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
+        ops = self.operators(T, n, *att)
+        each = [np.maximum(c, m) for c, m in ops]
+        roof = self.roof(ops)
+        scale = roof / max(float(sum(each)), 1e-30)
+        comm = self.comm_s(T)
+        exposed = parallel.overlapped(roof, comm, self.overlap) - roof
+        return dict(dense=float(each[0] * scale), experts=float(each[1] * scale),
+                    attention=float(each[2] * scale), comm=float(exposed),
+                    overhead=float(self.step_overhead_s + self.per_token_overhead_s * n))
+
     def decode_positions(self, Bd, C):
         """LPd: layer-positions of Bd decode sequences attending C positions in all:
         (L - Lw) C + Lw min(C, Bd W) (exact when all or none of the contexts exceed W)."""

@@ -143,8 +143,8 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     c = specs.calibration
     out = [
         Assumption("step time", "engine.analytical.step.StepModel per iteration",
-                   "roofline of the exact batch (prefill chunks + decode contexts), calibration "
-                   f"'{c.name}' efficiencies and overheads"),
+                   "the pass price both engines use, for the exact batch (prefill chunks + decode "
+                   f"contexts); calibration '{c.name}' (kernels={c.kernels}) and overheads"),
         Assumption("scheduler", f"{des.scheduler}, queue {des.queue_policy}",
                    f"max_num_seqs={des.max_num_seqs}, token budget={des.token_budget}"),
         Assumption("KV cache", f"{blocks} blocks of {des.block_size} tokens per replica",
@@ -161,6 +161,9 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
                    "closed loop" if stream.users else "open loop"),
         _noise_assumption(c.noise, des.seed),
     ]
+    from engine.analytical import kernels
+    p = specs.partition
+    out.extend(kernels.build(specs, p.tp, p.ep, p.sp)[1])
     if c.per_request_overhead_s:
         out.append(Assumption("per-request overhead", f"{c.per_request_overhead_s * 1e3:g} ms",
                               "delays the request's entry into the queue (in TTFT and E2E)"))
@@ -249,6 +252,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         if span > 0 else float("nan"),
     )
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
+    if blocks > 0 and st.n:
+        s.update(decode_shares(sm, s, st))
     if blocks <= 0:
         s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
                               f"{cap.activation_gb:.1f} GB activations per device")
@@ -262,6 +267,16 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                           assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
+
+
+def decode_shares(sm: StepModel, s: dict, st: State) -> dict:
+    """``decode_share_<class>``: share of a decode step's time per operator class
+    (``StepModel.breakdown``) at the mean batch and the mean mid-decode context."""
+    b = max(float(s.get("batch_size_mean") or 1.0), 1.0)
+    ctx = float(np.mean(st.prompt) + np.mean(st.output) / 2)
+    parts = sm.breakdown(b, b, 0.0, 0.0, float(sm.decode_positions(b, b * ctx)), b)
+    tot = sum(parts.values()) or 1.0
+    return {f"decode_share_{k}": v / tot for k, v in parts.items()}
 
 
 def binding_bound(sm: StepModel, s: dict, st: State) -> str:
