@@ -8,14 +8,10 @@ Running sequences live in slot arrays (structure of arrays, compacted to the fir
 A decoding sequence with ``ctx`` cached tokens attends c = ctx + 1 positions in its next step
 (the token it just emitted included), reads c cached positions and writes one.
 
-Schedulers (``DesSpec.scheduler``):
-    vllm     an iteration is either a batch of whole prompts (admitted FCFS-by-policy while the
-             token budget, max_num_seqs and KV blocks with the watermark allow) or one decode
-             token for every running sequence; prompts first (vLLM v0 default).
-    sarathi  every running decode first, then prompt chunks (continuing ones first, then new
-             admissions) until the token budget is spent (Sarathi-Serve stall-free batching).
-    orca     decodes plus whole new prompts in one iteration; KV for prompt + output is
-             reserved on admission, so a sequence never has to be preempted.
+Schedulers: strategy classes in engine.des.schedulers (registered by name; ``DesSpec.scheduler``,
+default from the framework profile) decide each iteration; block accounting, the prefix cache and
+swap traffic live in engine.des.kv_pool.KvPool. A planned iteration is a ``MixedRun`` (one
+iteration: prompt chunks, maybe with decodes) or a ``DecodeRun`` (k pure decode steps).
 Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
 its blocks are freed and it re-enters the front of the queue; on re-admission its prompt and the
 tokens emitted so far are prefilled again; swap: its KV goes to host memory and back, the
@@ -30,17 +26,52 @@ Pure decode iterations are advanced many at a time: with B sequences and no admi
 step j (0-based) has aggregates tokens = logits = B, attn_pairs = kv_read = sum(ctx + 1) + B j,
 so its time is ``StepModel.time`` of an arange; the run stops at the first completion, at the
 last step the free KV blocks allow, or early when a request arrives (``truncate``).
+
+Framework host costs (``DesSpec.framework``, engine.spec.framework): a decode-only step of B
+sequences is priced at the CUDA-graph batch ``padded_batch(B)`` (the padded rows cost GEMM and
+weight traffic like real ones; the decode-run interface also counts their attention positions,
+an over-estimate of (pad - B) positions per step); every iteration lasts its step time plus
+``step_overhead_s`` plus ``per_output_token_s`` per token it emits, and at least
+tokens / ``frontend_tok_s`` (the front end's detokenise/stream ceiling). All zero/off in the
+``generic`` profile, which leaves the step times untouched.
 """
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.des.config import DesSpec
 from engine.des.kv_cache import PrefixCache
+from engine.des.kv_pool import KvPool
+from engine.des.schedulers import make as make_scheduler
 from engine.des.state import State
 
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
+
+
+@dataclass(slots=True)
+class DecodeRun:
+    """k pure decode steps of every running sequence, planned at ``start``."""
+
+    start: float
+    cum: np.ndarray          # cumulative step times [s]
+    k: int
+    used: int                # KV blocks in use during the run
+    at_completion: bool | None   # True: ends at a completion; None: truncated by an arrival
+    steps: np.ndarray        # the k step times [s]
+
+
+@dataclass(slots=True)
+class MixedRun:
+    """One iteration: prompt ``chunks`` [(slot, tokens)] plus the decoding slots ``didx``."""
+
+    start: float
+    dur: float
+    chunks: list
+    didx: np.ndarray | None
+    used: int
+    nd: int
 
 
 class Replica:
@@ -48,23 +79,26 @@ class Replica:
 
     def __init__(self, idx: int, st: State, spec: DesSpec, total_blocks: int, step_time,
                  step_times, prefix: PrefixCache | None, block_tokens: int):
+        spec = spec.resolved
         self.idx = idx
         self.st = st
         self.spec = spec
-        self.kind = spec.scheduler
+        self.sched = make_scheduler(spec.scheduler)
+        self.reserves = self.sched.reserves_output
         self.bs = spec.block_size
         self.budget = spec.token_budget
         self.max_seqs = spec.max_num_seqs
         self.max_run = spec.max_decode_run
-        self.total = total_blocks
-        self.free = total_blocks
-        self.wm = int(spec.watermark * total_blocks)
+        self.kv = KvPool(total_blocks, spec.block_size, spec.watermark, prefix, block_tokens)
         # (T, logits, ((chunk, cached), ...), decode seqs, sum of decode contexts) -> s, scalar
         self.step_time = step_time
         # (B, sum of decode contexts at the first step, k) -> s array of k decode steps
         self.step_times = step_times
-        self.prefix = prefix
-        self.bt = block_tokens
+        fw = spec.framework
+        self._pad = fw.padded_batch if fw.cuda_graph_padding else None
+        self._host = (fw.step_overhead_s, fw.per_output_token_s,
+                      1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0)
+        self._host_on = any(self._host)
         S = spec.max_num_seqs
         # one 2-D array, a row per field, so moving slots is one operation for all fields
         self._ints = np.zeros((len(_INTS), S), np.int64)
@@ -75,10 +109,7 @@ class Replica:
         self.waiting: list = []
         self._seq = 0
         self._policy = spec.queue_policy
-        # current run: None (idle),
-        #   ("decode", start, cumulative step times, k, KV blocks used, ends at a completion, step times)
-        #   ("single", start, duration, [(slot, prefill chunk)], decoding slots, KV blocks used, #decoding)
-        self.run = None
+        self.run: DecodeRun | MixedRun | None = None
         self.version = 0
         self.plan_pending = False
         # time-weighted statistics
@@ -89,9 +120,24 @@ class Replica:
         self.preemptions = 0
         self.timeline = [] if spec.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
-        self.swap_s_per_token = 0.0   # > 0: preempt decoding sequences by swapping their KV
-        self.pending_s = 0.0          # swap transfer time to add to the next iteration
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
+
+    # the pool's figures under the names the event loop and the summary read
+    @property
+    def prefix(self) -> PrefixCache | None:
+        return self.kv.prefix
+
+    @property
+    def total(self) -> int:
+        return self.kv.total
+
+    @property
+    def swap_s_per_token(self) -> float:
+        return self.kv.swap_s_per_token
+
+    @swap_s_per_token.setter
+    def swap_s_per_token(self, v: float) -> None:
+        self.kv.swap_s_per_token = v
 
     # ------------------------------------------------------------------ queue
     @property
@@ -100,7 +146,7 @@ class Replica:
 
     @property
     def kv_load(self) -> float:
-        return (self.total - self.free) / self.total if self.total else 1.0
+        return self.kv.load
 
     def enqueue(self, rid: int, t: float) -> None:
         st = self.st
@@ -115,91 +161,43 @@ class Replica:
 
     # ------------------------------------------------------------- planning
     def plan(self, t: float):
-        """Choose the next iteration (or run of decode iterations) at time ``t``; return its end
-        time, or None when there is nothing to do."""
+        """Choose the next iteration (or run of decode iterations) at time ``t`` with the
+        scheduler strategy; return its end time, or None when there is nothing to do."""
         self.plan_pending = False
-        if self.kind == "vllm":
-            if self.waiting and self.n < self.max_seqs:
-                chunks = self._admit(t, self.budget, whole=True, busy=False)
-                if chunks:
-                    return self._single(t, chunks, None)
-            if not self.n:
-                self.run = None
-                return None
-            return self._decode_run(t)
-        # sarathi / orca: decodes first, then prompt work in the remaining budget
-        if not self.n and not self.waiting:
-            self.run = None
-            return None
-        n = self.n
-        if n and not np.count_nonzero(self.pf[:n]) and (
-                not self.waiting or n >= self.max_seqs or self.budget <= n
-                or not self._head_fits(self.budget - n, self.kind == "orca")):
-            return self._decode_run(t)   # nothing to prefill and nobody can be admitted
-        dec = self.pf[:n] == 0
-        didx = np.flatnonzero(dec)
-        nd = len(didx)
-        if nd:
-            need = self._need(didx, 1)
-            if need > self._avail():
-                self._make_room(1)
-                n = self.n
-                dec = self.pf[:n] == 0
-                didx = np.flatnonzero(dec)
-                nd = len(didx)
-                need = self._need(didx, 1)
-        if nd:
-            self._take(need)
-            own = self.ctx[didx] + 1 - self.cached[didx]
-            self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
-        else:
-            didx = None
-        left = self.budget - nd
-        chunks = []
-        if nd < n and left > 0:
-            order = np.flatnonzero(~dec)
-            order = order[np.argsort(self.adm[order], kind="stable")]
-            for s in order:
-                if left <= 0:
-                    break
-                c = int(min(self.pf[s], left)) if self.kind == "sarathi" else int(self.pf[s])
-                chunks.append((int(s), c))
-                left -= c
-        if self.waiting and left > 0 and self.n < self.max_seqs:
-            chunks += self._admit(t, left, whole=self.kind == "orca", busy=bool(nd or chunks))
-        if not chunks:
-            if not self.n:
-                self.run = None
-                return None
-            if nd == self.n:
-                self._unreserve(didx)
-                return self._decode_run(t)
-        return self._single(t, chunks, didx)
+        return self.sched.plan(self, t)
 
-    def _head_fits(self, rem, whole):
-        """Would the queue head be admitted now (KV blocks above the watermark; orca: its whole
-        prompt within ``rem`` tokens)? Mirrors the first pass of ``_admit`` with a busy batch."""
-        st, pc = self.st, self.prefix
+    def _reserve(self, prompt, output, cached, pf, seq):
+        """Tokens of KV a sequence needs at admission: prompt + all output (no-evict
+        reservation) or what it prefills now (``seq - 1`` when its KV arrives whole)."""
+        if self.reserves:
+            return prompt + output - cached
+        return pf if pf else seq - 1
+
+    def head_fits(self, rem, whole):
+        """Would the queue head be admitted now (KV blocks above the watermark; whole prompts:
+        within ``rem`` tokens)? Mirrors the first pass of ``admit`` with a busy batch."""
+        st, kv = self.st, self.kv
+        pc = kv.prefix
         rid = self.waiting[0][3]
         prompt = int(st.prompt[rid])
         seq = prompt + int(st.emitted[rid])
         if st.kv_ready[rid]:
-            pf, reserve = 0, ((prompt + int(st.output[rid])) if self.kind == "orca" else seq - 1)
+            pf, cached = 0, 0
         else:
             cached = 0
             if pc is not None and st.hashes is not None and len(st.hashes[rid]):
-                cached = pc.match(st.hashes[rid], min(seq - 1, prompt) // self.bt) * self.bt
+                cached = pc.match(st.hashes[rid], min(seq - 1, prompt) // kv.bt) * kv.bt
             pf = seq - cached
-            reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
-        avail = self.free + (pc.evictable_pages if pc is not None else 0)
-        if avail - (-(-reserve // self.bs)) < self.wm:
+        reserve = self._reserve(prompt, int(st.output[rid]), cached, pf, seq)
+        if kv.avail() - (-(-reserve // self.bs)) < kv.wm:
             return False
         return not (whole and pf > rem)
 
-    def _admit(self, t, budget, whole, busy):
+    def admit(self, t, budget, whole, busy):
         """Admit queue heads while slots, token budget and KV blocks (above the watermark) allow.
         Returns [(slot, prefill chunk)]."""
-        st, pc, bs = self.st, self.prefix, self.bs
+        st, kv, bs = self.st, self.kv, self.bs
+        pc = kv.prefix
         out, used = [], 0
         while self.waiting and self.n < self.max_seqs:
             rid = self.waiting[0][3]
@@ -212,16 +210,13 @@ class Replica:
                 # handed off by a prefill replica, or swapped out: its KV (all but the last
                 # emitted token) arrives whole
                 hashes, cached, pf = None, 0, 0
-                reserve = (prompt + int(st.output[rid])) if self.kind == "orca" else seq - 1
             else:
                 if hashes is not None and len(hashes):
-                    nhit = pc.match(hashes, (min(seq - 1, prompt)) // self.bt)
-                cached = nhit * self.bt
+                    nhit = pc.match(hashes, (min(seq - 1, prompt)) // kv.bt)
+                cached = nhit * kv.bt
                 pf = seq - cached
-                reserve = (prompt + int(st.output[rid]) - cached) if self.kind == "orca" else pf
-            need = -(-reserve // bs)
-            avail = self.free + (pc.evictable_pages if pc is not None else 0)
-            if avail - need < self.wm:
+            need = -(-self._reserve(prompt, int(st.output[rid]), cached, pf, seq) // bs)
+            if kv.avail() - need < kv.wm:
                 break
             rem = budget - used
             if not pf:
@@ -237,12 +232,10 @@ class Replica:
             heapq.heappop(self.waiting)
             if st.swapped[rid]:       # swap-in before the next iteration
                 st.swapped[rid] = False
-                self.pending_s += (seq - 1) * self.swap_s_per_token
+                kv.swap_in(seq - 1)
             if nhit:
-                pc.acquire(hashes[:nhit])
-            if need > self.free:
-                self.free += pc.evict(need - self.free)
-            self.free -= need
+                kv.pin(hashes[:nhit])
+            kv.take(need)
             s = self.n
             self.n += 1
             self._seq += 1
@@ -264,35 +257,34 @@ class Replica:
                 used += chunk
         return out
 
-    def _need(self, idx, k):
+    def need(self, idx, k):
         """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
         own = self.ctx[idx] + k - self.cached[idx]
         return int(np.maximum(0, -(-own // self.bs) - self.blocks[idx]).sum())
 
-    def _avail(self):
-        return self.free + (self.prefix.evictable_pages if self.prefix is not None else 0)
-
-    def _make_room(self, k):
+    def make_room(self, k):
         """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
         while self.n:
             idx = np.flatnonzero(self.pf[:self.n] == 0)
-            if self._need(idx, k) <= self._avail():
+            if self.need(idx, k) <= self.kv.avail():
                 return
             self._preempt(int(np.argmax(self.adm[:self.n])))
 
-    def _take(self, need):
-        if need > self.free:
-            self.free += self.prefix.evict(need - self.free)
-        self.free -= need
-
-    def _unreserve(self, idx):
-        """Give back blocks reserved beyond what the sequences ``idx`` hold now."""
-        newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
-        if self.kind != "orca":
-            self.free += int((self.blocks[idx] - newb).sum())
+    def unreserve(self, idx):
+        """Give back blocks reserved beyond what the sequences ``idx`` hold now (a no-evict
+        reservation keeps them)."""
+        if not self.reserves:
+            newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
+            self.kv.give(int((self.blocks[idx] - newb).sum()))
             self.blocks[idx] = newb
 
-    def _single(self, t, chunks, didx):
+    def _host_time(self, emitted):
+        """Framework host time of an iteration emitting ``emitted`` tokens on top of its step
+        time ``x`` is applied by the callers: x + step + per_token n, at least n / frontend."""
+        step, per_tok, inv_fe = self._host
+        return step + per_tok * emitted, emitted * inv_fe
+
+    def mixed(self, t, chunks, didx):
         """One iteration: the decoding sequences ``didx`` (KV already reserved) plus the prompt
         ``chunks``."""
         if didx is not None:
@@ -308,38 +300,42 @@ class Replica:
             pieces.append((c, k))
             if c == self.pf[s]:
                 logits += 1
-        dt = self.step_time(T, logits, tuple(pieces), nd, pd) + self.pending_s
-        self.pending_s = 0.0
+        dt = self.step_time(T, logits, tuple(pieces), nd, pd)
+        if self._host_on:
+            add, floor = self._host_time(logits)
+            dt = max(dt + add, floor)
+        dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
-        self.run = ("single", t, dt, chunks, didx, self.total - self.free, nd)
+        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd)
         return t + dt
 
-    def _decode_run(self, t):
+    def decode_run(self, t):
         """Plan k decode steps for all running sequences (all are decoding)."""
         n = self.n
         bs = self.bs
+        kv = self.kv
         kmax = int(self.left[:n].min())
         if kmax > self.max_run:
             kmax = self.max_run
-        pc = self.prefix
+        pc = kv.prefix
         # blocks each sequence holds at the end of k more steps: ceil((ctx + k - cached) / bs)
         newb = (self.ctx[:n] + (kmax + bs - 1) - self.cached[:n]) // bs
         blk = self.blocks[:n]
-        if self.kind == "orca":
+        if self.reserves:
             need = int(np.maximum(newb - blk, 0).sum())
         else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
-            need = int(newb.sum()) - (self.total - self.free - (pc.pages if pc is not None else 0))
-        avail = self.free + (pc.evictable_pages if pc is not None else 0)
+            need = int(newb.sum()) - (kv.used - (pc.pages if pc is not None else 0))
+        avail = kv.avail()
         k = kmax
         if need > avail:
-            self._make_room(1)
+            self.make_room(1)
             n = self.n
             if not n:
                 return self.plan(t)
             blk = self.blocks[:n]
             own = self.ctx[:n] - self.cached[:n]
             kmax = min(int(self.left[:n].min()), self.max_run)
-            avail = self._avail()
+            avail = kv.avail()
             lo, hi = 1, kmax + 1     # need(lo) fits, need(hi) does not
             while hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -351,30 +347,31 @@ class Replica:
             newb = -(-(own + k) // bs)
             need = int(np.maximum(newb - blk, 0).sum())
         if need:
-            self._take(need)
+            kv.take(need)
             np.maximum(blk, newb, out=blk)
-        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)
-        if self.pending_s:            # swap transfers before the first step
+        B = self._pad(n) if self._pad is not None else n
+        x = self.step_times(B, float(self.ctx[:n].sum() + n), k)
+        if self._host_on:
+            add, floor = self._host_time(n)
+            x = np.maximum(x + add, floor)
+        if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
-            x[0] += self.pending_s
-            self.pending_s = 0.0
+            x[0] += kv.take_pending()
         cum = np.cumsum(x)
-        # last field: True when the run ends at a completion (k = fewest tokens left)
-        self.run = ("decode", t, cum, k, self.total - self.free, k == int(self.left[:n].min()), x)
+        self.run = DecodeRun(t, cum, k, kv.used, k == int(self.left[:n].min()), x)
         return t + float(cum[-1])
 
     def truncate(self, t):
         """A request arrived at ``t`` during a decode run: end the run after the step in
         progress. Returns the new end time, or None if the run already ends then."""
         run = self.run
-        if run is None or run[0] != "decode" or self.plan_pending:
+        if run is None or run.__class__ is not DecodeRun or self.plan_pending:
             return None
-        _, t0, cum, k, used, _, x = run
-        j = int(np.searchsorted(cum, t - t0, side="left")) + 1
-        if j >= k:
+        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
+        if j >= run.k:
             return None
-        self.run = ("decode", t0, cum[:j], j, used, None, x[:j])
-        return t0 + float(cum[j - 1])
+        self.run = DecodeRun(run.start, run.cum[:j], j, run.used, None, run.steps[:j])
+        return run.start + float(run.cum[j - 1])
 
     # --------------------------------------------------------------- finish
     def finish(self, t):
@@ -382,8 +379,10 @@ class Replica:
         run, st = self.run, self.st
         self.run = None
         n = self.n
-        if run[0] == "decode":
-            _, t0, cum, k, used, whole, x = run
+        decode = run.__class__ is DecodeRun
+        if decode:
+            cum, k, x = run.cum, run.k, run.steps
+            t0 = run.start
             dur = float(cum[-1])
             sl = slice(0, n)
             self._ints[1:3, :n] += np.array([[k], [-k]])     # rows ctx, left
@@ -391,18 +390,18 @@ class Replica:
             if k > 1:
                 st.add_itl(x[1:], float(n))
             self.last[sl] = t
-            if whole is None and self.kind != "orca":
-                # truncated: give back the blocks reserved for steps not taken (orca keeps
-                # its prompt + output reservation)
+            if run.at_completion is None and not self.reserves:
+                # truncated: give back the blocks reserved for steps not taken (a no-evict
+                # reservation keeps its prompt + output blocks)
                 newb = -(-(self.ctx[sl] - self.cached[sl]) // self.bs)
-                self.free += int((self.blocks[sl] - newb).sum())
+                self.kv.give(int((self.blocks[sl] - newb).sum()))
                 self.blocks[sl] = newb
             st.tokens_out += n * k
             self.iterations += k
             batch = n
             prefill = 0
         else:
-            _, t0, dur, chunks, didx, used, nd = run
+            t0, dur, chunks, didx, nd = run.start, run.dur, run.chunks, run.didx, run.nd
             if didx is not None:
                 self.ctx[didx] += 1
                 self.left[didx] -= 1
@@ -421,15 +420,15 @@ class Replica:
             self.iterations += 1
             batch = nd + len(chunks)
         self.busy_s += dur
-        self.kv_area += used * dur
+        self.kv_area += run.used * dur
         self.batch_area += batch * dur
         if self.timeline is not None:
-            self.timeline.append((self.idx, t0, t, 1 if run[0] == "single" else run[3], batch, prefill,
-                                  self.total - self.free, self.n, len(self.waiting)))
+            self.timeline.append((self.idx, t0, t, run.k if decode else 1, batch, prefill,
+                                  self.kv.used, self.n, len(self.waiting)))
         if self.role == "prefill":
             self._hand_off(t)
-        if run[0] == "decode":
-            return self._complete(t) if run[5] else ()
+        if decode:
+            return self._complete(t) if run.at_completion else ()
         return self._complete(t) if maybe_done else ()
 
     def _emit_first(self, s, t):
@@ -444,25 +443,30 @@ class Replica:
         elif self.last[s] == self.last[s]:
             st.add_itl(np.array([t - self.last[s]]), 1.0)
         self.last[s] = t
-        pc = self.prefix
-        if pc is not None and st.hashes is not None:
+        kv = self.kv
+        if kv.prefix is not None and st.hashes is not None:
             h = st.hashes[rid]
-            nfull = min(int(st.prompt[rid]) // self.bt, len(h))
+            nfull = min(int(st.prompt[rid]) // kv.bt, len(h))
             nhit = int(self.nhit[s])
             if nfull > nhit:
-                new = pc.insert_pinned(h[nhit:nfull])
-                cached = nfull * self.bt
+                cached = nfull * kv.bt
                 newb = -(-(int(self.ctx[s]) - cached) // self.bs)
-                if self.kind == "orca":
+                if self.reserves:
                     newb = -(-(int(st.prompt[rid]) + int(st.output[rid]) - cached) // self.bs)
-                self.free += int(self.blocks[s]) - newb - new * pc.pages_per_entry
+                kv.cache_prompt(h[nhit:nfull], int(self.blocks[s]), newb)
                 self.blocks[s], self.cached[s], self.nhit[s] = newb, cached, nfull
+
+    def _unpin(self, idx):
+        """Unpin the prefix entries of slots ``idx``."""
+        kv, st = self.kv, self.st
+        for s in idx[self.nhit[idx] > 0]:
+            kv.unpin(st.hashes[int(self.rid[s])][:int(self.nhit[s])])
 
     def _release(self, s):
         """Free slot ``s``'s KV blocks and unpin its prefix entries."""
-        self.free += int(self.blocks[s])
+        self.kv.give(int(self.blocks[s]))
         if self.nhit[s]:
-            self.prefix.release(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+            self.kv.unpin(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
 
     def _hand_off(self, t):
         """Prefill role: every sequence whose prompt is done and that still has tokens to emit
@@ -477,10 +481,9 @@ class Replica:
         st.emitted[rid] = st.output[rid] - self.left[idx]
         st.last_token[rid] = self.last[idx]
         st.kv_ready[rid] = True
-        self.free += int(self.blocks[idx].sum())
-        if self.prefix is not None:
-            for s in idx[self.nhit[idx] > 0]:
-                self.prefix.release(st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+        self.kv.give(int(self.blocks[idx].sum()))
+        if self.kv.prefix is not None:
+            self._unpin(idx)
         keep = np.flatnonzero(~go)
         m = len(keep)
         self._ints[:, :m] = self._ints[:, keep]
@@ -496,10 +499,9 @@ class Replica:
         idx = np.flatnonzero(done)
         rid = self.rid[idx]
         self.st.completion[rid] = t
-        self.free += int(self.blocks[idx].sum())
-        if self.prefix is not None:
-            for s in idx[self.nhit[idx] > 0]:
-                self.prefix.release(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
+        self.kv.give(int(self.blocks[idx].sum()))
+        if self.kv.prefix is not None:
+            self._unpin(idx)
         m = n - len(idx)
         if m:
             keep = np.flatnonzero(~done)
@@ -517,11 +519,11 @@ class Replica:
         rid = int(self.rid[s])
         st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
         st.last_token[rid] = self.last[s]
-        swap = bool(self.swap_s_per_token) and self.pf[s] == 0
+        swap = bool(self.kv.swap_s_per_token) and self.pf[s] == 0
         st.kv_ready[rid] = swap
         st.swapped[rid] = swap
         if swap:
-            self.pending_s += int(self.ctx[s]) * self.swap_s_per_token
+            self.kv.swap_out(int(self.ctx[s]))
         st.preemptions[rid] += 1
         self.preemptions += 1
         self._release(s)

@@ -135,10 +135,11 @@ class DesSpec:
 
     @property
     def token_budget(self) -> int:
-        """Tokens one iteration may process (sarathi: min(that, chunk_size) when chunk_size > 0,
-        the pre-profile behaviour of the sarathi scheduler)."""
+        """Tokens one iteration may process: max_num_batched_tokens; the chunking policies
+        (sarathi, sglang) min(that, chunk_size) when chunk_size > 0 (SGLang: the prefill batch
+        stops at chunked_prefill_size; sarathi: the pre-profile chunk budget)."""
         d = self.resolved
-        if d.scheduler == "sarathi" and d.chunk_size:
+        if d.scheduler in ("sarathi", "sglang") and d.chunk_size:
             return min(d.max_num_batched_tokens, d.chunk_size)
         return d.max_num_batched_tokens
 

@@ -1,0 +1,105 @@
+"""Scheduler strategies (engine.des.schedulers), CUDA-graph padding and the framework host costs
+in the replica. The pre-refactor policies (vllm, sarathi, orca) are pinned exactly by
+test_replay.py; these tests cover what is new."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine.des import simulate
+from engine.des.replica import DecodeRun, MixedRun, Replica
+from engine.des.schedulers import REGISTRY
+from engine.des.state import State
+from engine.des.workload import RequestStream
+from engine.spec import DesSpec, FrameworkSpec
+from engine.spec.framework import FRAMEWORK_SCHEDULERS
+
+
+def test_registry_has_every_policy_the_profiles_name():
+    assert set(REGISTRY) == set(FRAMEWORK_SCHEDULERS)
+    assert REGISTRY["orca"].reserves_output and not REGISTRY["sarathi"].reserves_output
+
+
+def _iterations(specs_with, scheduler, **wl):
+    specs = specs_with(**wl)
+    sim = simulate(specs, DesSpec(scheduler=scheduler, chunk_size=512, record_iterations=True))
+    return sim
+
+
+def test_sglang_chunks_a_long_prompt_like_sarathi(specs_with):
+    # one 2048-token prompt, chunk 512: four prefill iterations of 512 tokens before the first
+    # token, the same iterations sarathi runs for a lone request (no decodes to mix in)
+    wl = dict(prompt_len=2048, output_len=4, num_requests=1)
+    g = _iterations(specs_with, "sglang", **wl)
+    s = _iterations(specs_with, "sarathi", **wl)
+    tl = g.timeline.filter(g.timeline["prefill_tokens"] > 0)
+    assert tl["prefill_tokens"].to_list() == [512, 512, 512, 512]
+    assert g.result.table["ttft_ms"][0] == pytest.approx(s.result.table["ttft_ms"][0], rel=1e-12)
+
+
+def test_sglang_prefill_stalls_decodes_sarathi_mixes_them(specs_with):
+    # request 0 decodes 200 tokens; request 1 arrives 0.5 s later. SGLang runs its prompt as a
+    # prefill-only iteration (batch 1: the chunk alone); Sarathi puts it beside the decode (batch 2)
+    wl = dict(prompt_len=256, output_len=200, num_requests=2, arrival="gamma", rate_rps=2.0, arrival_cv=0.01)
+    g = _iterations(specs_with, "sglang", **wl).timeline
+    s = _iterations(specs_with, "sarathi", **wl).timeline
+    second_g = g.filter(g["prefill_tokens"] > 0)["batch"].to_list()
+    second_s = s.filter(s["prefill_tokens"] > 0)["batch"].to_list()
+    assert second_g == [1, 1] and second_s == [1, 2]
+
+
+def _replica(fw: FrameworkSpec, n: int):
+    """A replica with recording step functions and ``n`` requests of 64/8 tokens queued."""
+    calls = []
+
+    def one(T, logits, chunks, nd, dctx):
+        calls.append(("one", T, nd))
+        return 0.010
+
+    def many(B, dctx0, k):
+        calls.append(("many", B, k))
+        return np.full(k, 0.005)
+
+    st = State(RequestStream(arrival_s=np.zeros(n), prompt=np.full(n, 64), output=np.full(n, 8),
+                             priority=np.ones(n, np.int8)))
+    rep = Replica(0, st, DesSpec().resolve(fw), 10_000, one, many, None, 512)
+    for r in range(n):
+        rep.enqueue(r, 0.0)
+    return rep, calls
+
+
+def test_cuda_graph_padding_prices_the_captured_batch():
+    fw = replace(FrameworkSpec(), cuda_graph_sizes=(1, 2, 4, 8), cuda_graph_padding=True)
+    rep, calls = _replica(fw, 3)
+    end = rep.plan(0.0)
+    assert isinstance(rep.run, MixedRun)
+    rep.finish(end)
+    rep.plan(end)
+    assert isinstance(rep.run, DecodeRun)
+    # 3 decoding sequences run the 4-sequence graph: the decode run is priced at B = 4
+    assert calls[-1][:2] == ("many", 4)
+    rep, calls = _replica(FrameworkSpec(), 3)     # generic: no graphs, priced as it is
+    end = rep.plan(0.0)
+    rep.finish(end)
+    rep.plan(end)
+    assert calls[-1][:2] == ("many", 3)
+
+
+def test_host_costs_and_front_end_ceiling():
+    # by hand: prefill iteration of 3 prompts = 10 ms + 1 ms step + 3 x 0.1 ms per emitted token;
+    # each decode step = 5 ms + 1 ms + 3 x 0.1 ms = 6.3 ms
+    fw = replace(FrameworkSpec(), step_overhead_s=1e-3, per_output_token_s=1e-4)
+    rep, _ = _replica(fw, 3)
+    end = rep.plan(0.0)
+    assert end == pytest.approx(0.0113)
+    rep.finish(end)
+    rep.plan(end)
+    assert rep.run.steps[0] == pytest.approx(0.0063)
+    # front end at 200 tokens/s: a decode step emitting 3 tokens lasts at least 15 ms
+    rep, _ = _replica(replace(FrameworkSpec(), frontend_tok_s=200.0), 3)
+    end = rep.plan(0.0)
+    assert end == pytest.approx(0.015)
+    rep.finish(end)
+    rep.plan(end)
+    assert np.allclose(rep.run.steps, 0.015)
