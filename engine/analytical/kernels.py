@@ -80,6 +80,18 @@ class KernelPass:
     source: str
     fit_error: float      # median |relative error| of the attention lines on their samples
 
+    def expand(self, fn) -> "KernelPass":
+        """The same tables with ``fn`` applied to every per-point array (the curves' row index
+        and the attention coefficients), e.g. a trailing axis for a candidate search."""
+        def f(v):
+            return fn(v) if isinstance(v, np.ndarray) else v
+
+        kw = {k: f(v) for k, v in self.__dict__.items() if k.startswith("att_")}
+        for k in ("dense", "lm_head", "experts", "comm"):
+            c = getattr(self, k)
+            kw[k] = Curve(c.grid, c.vals, f(c.row))
+        return KernelPass(source=self.source, fit_error=self.fit_error, **kw)
+
 
 def backend(specs: Specs) -> str:
     """The operator-cost backend a job uses: ``calibration.kernels``, with auto = measured when

@@ -24,6 +24,8 @@ Overlap of comm is applied to the summed body of chunks (exact when every chunk 
 side of roof vs comm).
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from engine.analytical import attention, latency, memory, parallel
@@ -128,6 +130,8 @@ def optimal_chunk(sm, m: ModelSpec, B, S, pp, mb, per_request_s, candidates):
 
     sm_e = sm.__class__(**{k: ex(v) if isinstance(v, np.ndarray) else v
                            for k, v in sm.__dict__.items()})
+    if sm.kern is not None:
+        sm_e = replace(sm_e, kern=sm.kern.expand(ex))
     t = ttft(sm_e, m, ex(B), S_, Cs, ex(pp), ex(mb), per_request_s)["ttft_s"]
     i = np.argmin(t, axis=-1)
     best_c = np.take_along_axis(np.broadcast_to(Cs, t.shape), i[..., None], -1)[..., 0]

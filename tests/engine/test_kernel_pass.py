@@ -122,3 +122,20 @@ def test_curve_interpolates_and_extends():
     assert float(cv(3.0)) == pytest.approx(5.0)
     assert float(cv(8.0)) == pytest.approx(15.0)
     assert cv(np.array([1.0, 2.0])).tolist() == [1.0, 3.0]
+
+
+def test_vectorised_grid_equals_point_by_point(fake):
+    """A sweep over partitions x batches (one table row per partition, gathered per point, C*
+    search on a trailing axis) gives what each point gives on its own."""
+    from engine.analytical.pipeline import evaluate
+
+    s = compose_specs("model=mixtral_8x7b", "hardware=h100_sxm", "engine.analytical.chunk_search=true")
+    tp = np.array([[2], [4], [8]])
+    ep = np.array([[1], [2], [8]])
+    B = np.array([[1, 8, 64]])
+    grid = evaluate(s, tp=tp, ep=ep, batch_size=B)
+    for i in range(3):
+        for j in range(3):
+            one = evaluate(s, tp=tp[i, 0], ep=ep[i, 0], batch_size=B[0, j])
+            for key in ("ttft_ms", "tpot_ms", "chunk_star", "ttft_at_chunk_star_ms"):
+                assert float(grid[key][i, j]) == pytest.approx(float(one[key]), rel=1e-12), key
