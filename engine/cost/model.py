@@ -1,0 +1,469 @@
+"""KernelModel: the time of one operator (GEMM, MoE block, attention, MLA, collective) on one chip
+under one serving framework, from measured kernel tables or from transfer curves.
+
+Backends (``kernel_model(hardware, framework, backend)``):
+
+* ``measured``: interpolate the chip's own measured tables (engine/cost/data/tables.npz) in log
+  space (engine.cost.grid): exact at measured grid points, piecewise power law between them,
+  clamped below the smallest measured size (launch floor) and proportional to size above the
+  largest (GEMM m, n, k; batch; decode context; collective bytes; prefill length squared).
+  Shapes the tables do not hold (another head configuration or head_dim, another MoE
+  configuration, more GPUs than 8) take the nearest measured shape and scale it by the ratio of
+  the transfer model's times for the two shapes on this chip (its own peaks, fitted curves).
+* ``transfer``: the fitted roofline-efficiency curves of engine.cost.transfer applied to this
+  chip's spec-sheet peaks (hardware.peak_flops, hbm_bandwidth_bytes_s, scaleup_bandwidth_bytes_s).
+* ``auto``: measured when the chip names a table set holding this framework, else transfer.
+
+All times are seconds per call on one GPU; token / batch / context / byte arguments may be numpy
+arrays (the result broadcasts), shape arguments are Python ints.
+"""
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.cost import derive, grid, shapes, transfer
+from engine.errors import SpecError
+from engine.result import Assumption
+from engine.spec import HardwareSpec
+
+DATA = Path(__file__).resolve().parent / "data"
+FRAMEWORKS = derive.FRAMEWORKS
+BACKENDS = ("measured", "transfer", "auto")
+GEMM_DTYPES = tuple(shapes.GEMM_DTYPES)
+#: Measured-table dtype to use when a chip lacks one: nearest in bytes per weight and math rate.
+GEMM_SUBSTITUTES = {
+    "bf16": ("bf16", "fp16"), "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8", "fp8_block", "bf16"), "fp8_block": ("fp8_block", "fp8", "bf16"),
+    "int8_wo": ("int8_wo", "fp8", "fp8_block", "bf16"),
+    "int4_wo": ("int4_wo", "int8_wo", "nvfp4", "fp8", "fp8_block", "bf16"),
+    "nvfp4": ("nvfp4", "fp8", "fp8_block", "bf16"),
+}
+MOE_SUBSTITUTES = {
+    "bf16": ("bf16",), "fp16": ("bf16",), "fp8": ("fp8", "fp8_block", "bf16"),
+    "fp8_block": ("fp8_block", "fp8", "bf16"), "int8_wo": ("fp8", "fp8_block", "bf16"),
+    "int4_wo": ("int4_wo", "mxfp4_w4a16", "nvfp4", "fp8_block", "fp8", "bf16"),
+    "nvfp4": ("nvfp4", "mxfp4_w4a8", "fp8", "fp8_block", "bf16"),
+    "mxfp4_w4a16": ("mxfp4_w4a16", "int4_wo", "nvfp4", "fp8_block", "bf16"),
+    "mxfp4_w4a8": ("mxfp4_w4a8", "nvfp4", "mxfp4_w4a16", "fp8", "fp8_block", "bf16"),
+}
+#: Where an op's tables are missing for the chosen framework, the other frameworks in this order.
+FRAMEWORK_FALLBACK = ("trtllm", "sglang", "vllm")
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_tables() -> dict:
+    """The compact tables shipped in engine/cost/data/tables.npz (see engine.cost.derive)."""
+    return derive.load(DATA / "tables.npz")
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_fits() -> dict:
+    """The transfer-curve parameters shipped in engine/cost/data/transfer.json (per framework)."""
+    return json.loads((DATA / "transfer.json").read_text())
+
+
+@functools.lru_cache(maxsize=16)
+def fits_for(framework: str, exclude: tuple = ()) -> dict:
+    """Transfer fits for a framework: the shipped ones, or refitted without the ``exclude`` sets."""
+    if not exclude:
+        return shipped_fits()["fits"][framework]
+    return transfer.fit_all(shipped_tables(), framework, exclude)
+
+
+@functools.lru_cache(maxsize=512)
+def _filled(key: str, axes: tuple, slopes: tuple, index: int | None = None):
+    """(log axes, filled log latency) of one stored table (or one slice of it)."""
+    t = shipped_tables()
+    a = t[key] if index is None else t[key][index]
+    lax = tuple(np.log(np.asarray(t[f"axes/{n}"], dtype=float)) for n in axes)
+    return lax, grid.fill_missing(np.log(a.astype(np.float64)), lax, slopes)
+
+
+def _lookup(key, axes, slopes, q, index=None):
+    lax, lv = _filled(key, axes, slopes, index)
+    return np.exp(grid.interp(lax, lv, tuple(np.log(np.maximum(np.asarray(x, dtype=float), 1e-30)) for x in q),
+                              slopes))
+
+
+def tables_for(hardware: HardwareSpec) -> str | None:
+    """The measured table set a hardware config names (``hardware.kernel_tables``), or None."""
+    return hardware.kernel_tables or None
+
+
+def _peaks_of(hardware: HardwareSpec) -> dict:
+    pk = {}
+    for p in ("bf16", "fp8", "fp4", "int8"):
+        try:
+            pk[p] = hardware.peak_flops(p)
+        except SpecError:
+            pk[p] = None
+    pk["hbm_bandwidth"] = hardware.hbm_bandwidth_bytes_s
+    pk["scaleup_bandwidth"] = hardware.scaleup_bandwidth_bytes_s or hardware.scaleout_bandwidth_bytes_s
+    return pk
+
+
+def _check_dtype(field_name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise SpecError(field_name, value, "one of " + ", ".join(allowed))
+
+
+class _Transfer:
+    """Transfer backend: fitted curves x this chip's peaks."""
+
+    def __init__(self, peaks: dict, fits: dict, hw_name: str):
+        self.pk, self.fits, self.hw_name = peaks, fits, hw_name
+        self.notes = []
+        self.gemm_class = {}
+        for dt in GEMM_DTYPES:
+            cls = "bf16" if dt == "fp16" else dt
+            chain = {"int4_wo": ("int4_wo", "int8_wo", "bf16"), "int8_wo": ("int8_wo", "bf16"),
+                     "nvfp4": ("nvfp4", "fp8", "bf16"), "fp8_block": ("fp8_block", "fp8", "bf16"),
+                     "fp8": ("fp8", "bf16")}.get(cls, (cls,))
+            use = next((c for c in chain if c in fits), None)
+            self.gemm_class[dt] = use
+            if use != cls and dt != "fp16":
+                self.notes.append(Assumption(f"transfer gemm {dt}", f"curve of {use}",
+                                             f"no measured chip in the fit has {dt} GEMM tables"))
+        for prec in ("fp8", "fp4"):
+            if peaks.get(prec) is None:
+                self.notes.append(Assumption(f"peak {prec}", "next wider precision's peak",
+                                             f"{hw_name} has no {prec} peak on its sheet: {prec} kernels run at the "
+                                             "fp8 / bf16 rate"))
+
+    def _op(self, cls, Tc, Tb, sc, sb):
+        th = self.fits[cls]["params"]
+        return transfer.op_time(th, Tc, Tb, np.maximum(sc, 1e-9), np.maximum(sb, 1e-9))
+
+    def gemm_s(self, m, n, k, dtype):
+        cls = self.gemm_class[dtype]
+        F, Q = shapes.gemm(m, n, k, dtype)
+        P = transfer.peak(self.pk, shapes.GEMM_DTYPES[dtype][0])
+        return self._op(cls, F / P, Q / self.pk["hbm_bandwidth"], np.asarray(m, float), float(n) * k)
+
+    def moe_s(self, tokens, hidden, inter, topk, num_experts, tp, ep, dtype):
+        Tc, Tb, sc, sb = transfer.moe_ideal(self.pk, tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
+        return self._op("moe", Tc, Tb, sc, sb)
+
+    def attn_prefill_s(self, batch, isl, heads, kv_heads, head_dim, kv_dtype):
+        F, Q = shapes.attn_prefill(batch, isl, heads, kv_heads, head_dim, kv_dtype)
+        b, s = np.asarray(batch, float), np.asarray(isl, float)
+        return self._op("attn_prefill", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], s, b * s)
+
+    def attn_decode_s(self, batch, ctx, heads, kv_heads, head_dim, kv_dtype):
+        F, Q = shapes.attn_decode(batch, ctx, heads, kv_heads, head_dim, kv_dtype)
+        b, c = np.asarray(batch, float), np.asarray(ctx, float)
+        return self._op("attn_decode", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], c, b * c * kv_heads)
+
+    def mla_prefill_s(self, batch, isl, heads, dtype):
+        F, Q = shapes.mla_prefill(batch, isl, heads, dtype)
+        b, s = np.asarray(batch, float), np.asarray(isl, float)
+        return self._op("mla_prefill", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], s, b * s)
+
+    def mla_decode_s(self, batch, ctx, heads, dtype):
+        F, Q = shapes.mla_decode(batch, ctx, heads, dtype)
+        b, c = np.asarray(batch, float), np.asarray(ctx, float)
+        return self._op("mla_decode", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], c, b * c)
+
+    def comm_s(self, op, message_bytes, n_gpus):
+        s = np.asarray(message_bytes, float)
+        if n_gpus <= 1:
+            return np.zeros_like(s)
+        link = self.pk["scaleup_bandwidth"]
+        if link is None:
+            raise SpecError("hardware.scaleup_bandwidth", None,
+                            f"a link bandwidth for {self.hw_name} ({op} over {n_gpus} GPUs)")
+        th = self.fits[op]["params"]
+        return transfer.comm_time(th, shapes.collective_bus_bytes(op, s, n_gpus), n_gpus, link)
+
+
+class _Measured:
+    """Measured backend: interpolation in this chip's tables; the transfer model for scaling."""
+
+    def __init__(self, chip: str, fw: str, tr: _Transfer):
+        self.chip, self.fw, self.tr = chip, fw, tr
+        t = shipped_tables()
+        self.t = t
+        self.notes = []
+        order = (fw,) + tuple(f for f in FRAMEWORK_FALLBACK if f != fw)
+        self.src = {}
+        for op in ("gemm", "attn_prefill", "attn_decode", "mla_prefill", "mla_decode", "moe", "custom_allreduce"):
+            use = next((f for f in order if any(k.startswith(f"{chip}/{f}/{op}/") or k == f"{chip}/{f}/{op}"
+                                                for k in t if not k.endswith("/version"))), None)
+            self.src[op] = use
+            if use is None:
+                self.notes.append(Assumption(f"kernels {op}", "transfer backend",
+                                             f"no measured {op} tables for {chip} in any framework"))
+            elif use != fw:
+                self.notes.append(Assumption(f"kernels {op}", f"{chip}/{use} tables",
+                                             f"{chip} has no {op} tables measured under {fw}"))
+        gf = self.src["gemm"]
+        self.gemm_table = {}
+        for dt in GEMM_DTYPES:
+            use = next((c for c in GEMM_SUBSTITUTES[dt] if f"{chip}/{gf}/gemm/{c}" in t), None) if gf else None
+            self.gemm_table[dt] = use
+            if use is not None and use != dt and not (dt == "fp16" and use == "bf16"):
+                self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use} table",
+                                             f"{dt} GEMMs were not measured on {chip}/{gf}; nearest measured dtype"))
+
+    # -- GEMM / MoE ---------------------------------------------------------------------------
+    def gemm_s(self, m, n, k, dtype):
+        use = self.gemm_table[dtype]
+        if use is None:
+            return self.tr.gemm_s(m, n, k, dtype)
+        return _lookup(f"{self.chip}/{self.src['gemm']}/gemm/{use}", ("gemm/m", "gemm/n", "gemm/k"), (1.0, 1.0, 1.0),
+                       (m, n, k))
+
+    def moe_s(self, tokens, hidden, inter, topk, num_experts, tp, ep, dtype):
+        f = self.src["moe"]
+        use = next((c for c in MOE_SUBSTITUTES[dtype] if f and f"{self.chip}/{f}/moe/{c}" in self.t), None)
+        if use is None:
+            return self.tr.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
+        key = f"{self.chip}/{f}/moe/{use}"
+        configs = self.t[key + "/configs"].astype(float)
+        want = np.array([hidden, inter / tp, topk, num_experts / ep, tp, ep], dtype=float)
+        have = np.column_stack([configs[:, 0], configs[:, 1] / configs[:, 4], configs[:, 2],
+                                configs[:, 3] / configs[:, 5], configs[:, 4], configs[:, 5]])
+        d = np.sum(np.square(np.log(have) - np.log(want)) * np.array([1, 1, 1, 1, 0.25, 0.25]), axis=1)
+        i = int(np.argmin(d))
+        t = _lookup(key, ("moe/tokens",), (1.0,), (tokens,), index=i)
+        if d[i] == 0.0 and use == dtype:
+            return t
+        h, it, tk, e, tpi, epi = (int(x) for x in configs[i])
+        ratio = (self.tr.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
+                 / self.tr.moe_s(tokens, h, it, tk, e, tpi, epi, use))
+        return t * ratio
+
+    # -- attention ----------------------------------------------------------------------------
+    def _attn(self, op, batch, length, heads, kv_heads, head_dim, kv_dtype):
+        f = self.src[op]
+        slopes = (1.0, 2.0) if op == "attn_prefill" else (1.0, 1.0)
+        tr = self.tr.attn_prefill_s if op == "attn_prefill" else self.tr.attn_decode_s
+        if f is None:
+            return tr(batch, length, heads, kv_heads, head_dim, kv_dtype)
+        kv = "bf16" if kv_dtype == "fp16" else kv_dtype
+        base = f"{self.chip}/{f}/{op}"
+        kvs = [k for k in (kv, "bf16", "fp8") if any(x.startswith(f"{base}/{k}/hd") for x in self.t)]
+        kv_use = kvs[0]
+        hds = [h for h in (64, 128, 256) if f"{base}/{kv_use}/hd{h}" in self.t]
+        hd = min(hds, key=lambda h: (abs(np.log(h / head_dim)), -h))
+        key = f"{base}/{kv_use}/hd{hd}"
+        combos = self.t[key + "/combos"].astype(float)
+        d = (np.log(combos[:, 0] / heads) ** 2 + np.log(combos[:, 1] / kv_heads) ** 2)
+        i = int(np.argmin(d))
+        t = _lookup(key, (f"{op}/batch", f"{op}/len"), slopes, (batch, length), index=i)
+        if d[i] == 0.0 and hd == head_dim and kv_use == kv:
+            return t
+        h, g = (int(x) for x in combos[i])
+        return t * tr(batch, length, heads, kv_heads, head_dim, kv) / tr(batch, length, h, g, hd, kv_use)
+
+    def attn_prefill_s(self, batch, isl, heads, kv_heads, head_dim, kv_dtype):
+        return self._attn("attn_prefill", batch, isl, heads, kv_heads, head_dim, kv_dtype)
+
+    def attn_decode_s(self, batch, ctx, heads, kv_heads, head_dim, kv_dtype):
+        return self._attn("attn_decode", batch, ctx, heads, kv_heads, head_dim, kv_dtype)
+
+    def _mla(self, op, batch, length, heads, dtype):
+        f = self.src[op]
+        tr = self.tr.mla_prefill_s if op == "mla_prefill" else self.tr.mla_decode_s
+        kv = "bf16" if dtype in ("bf16", "fp16") else "fp8"
+        if f is None:
+            return tr(batch, length, heads, dtype)
+        key = next((k for k in (f"{self.chip}/{f}/{op}/{kv}", f"{self.chip}/{f}/{op}/bf16") if k in self.t))
+        slopes = (1.0, 1.0, 2.0) if op == "mla_prefill" else (1.0, 1.0, 1.0)
+        t = _lookup(key, ("mla/heads", f"{op}/batch", f"{op}/len"), slopes, (heads, batch, length))
+        if not key.endswith("/" + kv):
+            t = t * tr(batch, length, heads, kv) / tr(batch, length, heads, "bf16")
+        return t
+
+    def mla_prefill_s(self, batch, isl, heads, dtype):
+        return self._mla("mla_prefill", batch, isl, heads, dtype)
+
+    def mla_decode_s(self, batch, ctx, heads, dtype):
+        return self._mla("mla_decode", batch, ctx, heads, dtype)
+
+    # -- collectives --------------------------------------------------------------------------
+    def comm_s(self, op, message_bytes, n_gpus):
+        s = np.asarray(message_bytes, float)
+        if n_gpus <= 1:
+            return np.zeros_like(s)
+        keys = [f"{self.chip}/nccl/{op}"]
+        if op == "all_reduce" and self.src["custom_allreduce"]:
+            keys.append(f"{self.chip}/{self.src['custom_allreduce']}/custom_allreduce")
+        keys = [k for k in keys if k in self.t]
+        if not keys:
+            return self.tr.comm_s(op, s, n_gpus)
+        n_max = float(self.t["axes/comm/n_gpus"][-1])
+        n_tab = min(float(n_gpus), n_max)
+        t = np.fmin.reduce([_lookup(k, ("comm/n_gpus", "comm/bytes"), (0.0, 1.0), (n_tab, s)) for k in keys])
+        if n_gpus > n_max:
+            t = t * self.tr.comm_s(op, s, n_gpus) / self.tr.comm_s(op, s, int(n_max))
+        return t
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """Operator times (seconds per call, one GPU) from one backend; immutable.
+
+    ``name`` says which tables or which fit; ``assumptions`` every modelling choice that changes a
+    number (clamped extrapolation, dtype substitutions, framework fallbacks, transfer choices).
+    """
+
+    name: str
+    assumptions: tuple
+    _impl: object = field(repr=False, compare=False)
+
+    def gemm_s(self, m, n: int, k: int, dtype: str):
+        """One GEMM (m x k) @ (k x n); m = tokens in the pass (array OK). Seconds."""
+        _check_dtype("gemm dtype", dtype, GEMM_DTYPES)
+        return self._impl.gemm_s(m, n, k, dtype)
+
+    def moe_s(self, tokens, hidden: int, inter: int, topk: int, num_experts: int, tp: int, ep: int, dtype: str):
+        """Routed-expert block of one layer for ``tokens`` tokens (gate/up/down of the chosen
+        experts, expert inter size split over tp, experts over ep; balanced routing). Seconds."""
+        _check_dtype("moe dtype", dtype, tuple(MOE_SUBSTITUTES))
+        return self._impl.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
+
+    def attn_prefill_s(self, batch, isl, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
+        """Causal prefill attention of one layer: batch prompts of isl tokens from scratch, heads
+        and kv_heads per GPU. Seconds."""
+        _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
+        return self._impl.attn_prefill_s(batch, isl, heads, kv_heads, head_dim, kv_dtype)
+
+    def attn_decode_s(self, batch, ctx, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
+        """One decode step of one layer: batch sequences each attending over ctx cached tokens
+        (heads, kv_heads per GPU). Seconds."""
+        _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
+        return self._impl.attn_decode_s(batch, ctx, heads, kv_heads, head_dim, kv_dtype)
+
+    def mla_prefill_s(self, batch, isl, heads: int, dtype: str):
+        """DeepSeek-V3-shaped MLA prefill attention core of one layer (heads per GPU; q/k head dim
+        192, v 128). The measured op (context_mla_perf) is the attention kernel only: the q/kv
+        down/up projections and the output projection are GEMMs priced by ``gemm_s``. Seconds."""
+        _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
+        return self._impl.mla_prefill_s(batch, isl, heads, dtype)
+
+    def mla_decode_s(self, batch, ctx, heads: int, dtype: str):
+        """DeepSeek-V3-shaped MLA decode attention core of one layer (absorbed form over the 576-wide
+        latent KV cache; heads per GPU; ``dtype`` = KV cache dtype). generation_mla_perf covers the
+        attention kernel only (the absorbed q/o BMMs, mla_bmm_perf, and the projections are not
+        included: price them as GEMMs). Seconds."""
+        _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
+        return self._impl.mla_decode_s(batch, ctx, heads, dtype)
+
+    def allreduce_s(self, message_bytes, n_gpus: int):
+        """All-reduce of message_bytes (the buffer each GPU holds) over n_gpus; 0 for 1 GPU. Measured:
+        the faster of NCCL and the framework's own all-reduce at that size. Seconds."""
+        return self._impl.comm_s("all_reduce", message_bytes, n_gpus)
+
+    def allgather_s(self, message_bytes, n_gpus: int):
+        """NCCL all-gather, message_bytes as the source table's message size (see README). Seconds."""
+        return self._impl.comm_s("all_gather", message_bytes, n_gpus)
+
+    def alltoall_s(self, message_bytes, n_gpus: int):
+        """NCCL all-to-all of message_bytes per GPU. Seconds."""
+        return self._impl.comm_s("alltoall", message_bytes, n_gpus)
+
+    def dtype_for(self, model) -> str:
+        """The GEMM table dtype for a ModelSpec's weight / activation dtypes:
+
+        | weight | activation | -> |
+        |---|---|---|
+        | bf16 / fp16 / fp32 | any | bf16 |
+        | fp8 | fp8 | fp8_block if weight_group_size > 0 (block scales) else fp8 |
+        | fp8 / int8 | bf16 / fp16 | int8_wo (8-bit weight-only, bf16 math) |
+        | int8 | int8 / fp8 | fp8 (W8A8: same 1-byte operands and peak class) |
+        | int4 / fp4 | bf16 / fp16 | int4_wo (4-bit weight-only, group-quantised or not) |
+        | fp4 | fp4 / fp8 | nvfp4 |
+        | int4 | fp8 / int8 | int4_wo |
+
+        ``compute_dtype`` = bf16/fp16 forces a weight-only mapping for sub-16-bit weights.
+        """
+        w, a = model.weight_dtype, model.activation_dtype
+        if getattr(model, "compute_dtype", "auto") in ("bf16", "fp16"):
+            a = "bf16"
+        if w in ("bf16", "fp16", "fp32"):
+            return "bf16"
+        if w == "fp8":
+            if a == "fp8":
+                return "fp8_block" if model.weight_group_size > 0 else "fp8"
+            return "int8_wo" if a in ("bf16", "fp16", "fp32") else "fp8"
+        if w == "int8":
+            return "int8_wo" if a in ("bf16", "fp16", "fp32") else "fp8"
+        if w == "fp4":
+            return "nvfp4" if a in ("fp4", "fp8") else "int4_wo"
+        if w == "int4":
+            return "int4_wo"
+        raise SpecError("model.weight_dtype", w, "bf16, fp16, fp32, fp8, int8, fp4 or int4")
+
+
+_EXTRAPOLATION = Assumption(
+    "kernel table extrapolation", "clamped below, power law above",
+    "outside the measured grid: below the smallest size the edge time (launch floor); above the "
+    "largest, time proportional to GEMM m/n/k, batch, decode context, MoE tokens, collective bytes, "
+    "and to the square of the prefill length; NCCL beyond 8 GPUs scaled by the transfer model")
+_SHAPES = Assumption(
+    "unmeasured kernel shapes", "nearest measured shape x transfer-model ratio",
+    "head configurations / head_dim / MoE configurations not in the tables take the nearest measured "
+    "one, scaled by the ratio of the fitted transfer model's times (this chip's peaks) for the two shapes")
+_UNITS = Assumption(
+    "collective message size", "bytes = elements x 2 (fp16/bf16)",
+    "the source tables count message_size in elements; derived tables store bytes")
+
+
+def _known_sets() -> list:
+    return shipped_tables()["chips"].tolist()
+
+
+@functools.lru_cache(maxsize=64)
+def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple) -> KernelModel:
+    if framework not in FRAMEWORKS:
+        raise SpecError("calibration.framework", framework, "one of " + ", ".join(FRAMEWORKS))
+    if backend not in BACKENDS:
+        raise SpecError("calibration.kernels", backend, "one of " + ", ".join(BACKENDS))
+    known = _known_sets()
+    bad = [c for c in exclude if c not in known]
+    if bad:
+        raise SpecError("exclude", bad, "measured table sets: " + ", ".join(known))
+    chip = tables_for(hardware)
+    if chip is not None and chip not in known:
+        raise SpecError("hardware.kernel_tables", chip, 'one of ' + ", ".join(known) + ' or "" (none)')
+    has = chip is not None and any(k.startswith(f"{chip}/{framework}/") for k in shipped_tables())
+    if backend == "measured" and not has:
+        raise SpecError("hardware.kernel_tables", hardware.kernel_tables,
+                        f"a measured table set with {framework} tables for {hardware.name} "
+                        f"(sets: {', '.join(known)}); or use the transfer backend")
+    fits = fits_for(framework, tuple(sorted(exclude)))
+    tr = _Transfer(_peaks_of(hardware), fits, hardware.name)
+    fitted_on = sorted({c for f in fits.values() for c in f["chips"]})
+    if backend == "transfer" or (backend == "auto" and not has):
+        name = f"transfer from {','.join(fitted_on)} to {hardware.name} ({framework})"
+        notes = (Assumption("kernel backend", "transfer",
+                            f"roofline-efficiency curves fitted on {', '.join(fitted_on)} ({framework} tables) "
+                            f"applied to {hardware.name}'s spec-sheet peaks"),) + tuple(tr.notes)
+        return KernelModel(name, notes, tr)
+    m = _Measured(chip, framework, tr)
+    t = shipped_tables()
+    ver = next((str(t[k]) for k in (f"{chip}/{framework}/gemm/version", f"{chip}/{framework}/attn_decode/version")
+                if k in t), "?")
+    name = f"measured {chip}/{framework} {ver}"
+    notes = (Assumption("kernel backend", name, "per-kernel latencies measured by NVIDIA (aiconfigurator-core "
+                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _SHAPES, _UNITS) \
+        + tuple(m.notes)
+    return KernelModel(name, notes, m)
+
+
+def kernel_model(hardware: HardwareSpec, framework: str, backend: str = "auto",
+                 exclude: tuple = ()) -> KernelModel:
+    """The operator-cost model for a chip and framework (cached per arguments).
+
+    backend: "measured" (SpecError naming hardware.kernel_tables when the chip has no tables for
+    this framework), "transfer" (curves fitted on the measured table sets minus ``exclude``, applied
+    to this chip's spec-sheet peaks), "auto" (measured when available, else transfer).
+    """
+    if not isinstance(hardware, HardwareSpec):
+        raise SpecError("hardware", type(hardware).__name__, "a HardwareSpec")
+    return _build(hardware, framework, backend, tuple(exclude))

@@ -1,0 +1,106 @@
+"""simllm-kernels: regenerate the compact kernel tables and transfer fits shipped in engine/cost/data.
+
+    simllm-kernels [KERNELS_DIR] [--out DIR]
+
+KERNELS_DIR defaults to ../shared/data/kernels beside the repository. The spec-sheet peaks of each
+measured chip come from the conf/hardware/*.yaml that names it in ``kernel_tables``. The work is
+done by engine.cost.derive (tables) and engine.cost.transfer (fits); this is the thin CLI.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_KERNELS = ROOT.parent / "shared" / "data" / "kernels"
+OUT = ROOT / "engine" / "cost" / "data"
+
+README = """# Derived kernel tables (engine/cost/data)
+
+`tables.npz` and `transfer.json` are derived by `simllm-kernels` (runner/kernels.py ->
+engine/cost/derive.py, engine/cost/transfer.py) from the per-operator latency tables in
+`../shared/data/kernels` (the `aiconfigurator-core` 0.12.0 wheel's measured tables).
+
+Source data: Copyright NVIDIA CORPORATION & AFFILIATES, licensed under the Apache License,
+Version 2.0 (SPDX-License-Identifier: Apache-2.0), https://www.apache.org/licenses/LICENSE-2.0.
+Changes made here: reduced to fixed grids of the shape axes (some sizes dropped), latencies
+converted from milliseconds to seconds (float32), collective message sizes converted from
+elements to bytes, MoE restricted to balanced routing, attention to full (non-windowed) bf16
+attention; the transfer-curve parameters are fitted to these derived tables.
+
+- `tables.npz`: one array per (chip, framework, operator, dtype ...), keys `chip/framework/op/...`;
+  axis grids under `axes/...`; spec-sheet peaks used for the fits under `peaks/<chip>`
+  (order: bf16, fp8, fp4, int8 FLOP/s, HBM bandwidth, scale-up bandwidth byte/s; source in
+  `peaks/<chip>/source`).
+- `transfer.json`: fitted parameters of engine/cost/transfer.py per framework and operator class,
+  with the chips fitted on and the median |log error| of each fit.
+"""
+
+
+def peaks_from_conf() -> dict:
+    """Table set -> spec-sheet peaks, from every conf/hardware/*.yaml with ``kernel_tables`` set."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from runner import schema
+    from runner.convert import hardware_spec
+
+    schema.register()
+    out = {}
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        for path in sorted((ROOT / "conf" / "hardware").glob("*.yaml")):
+            cfg = compose(config_name="config", overrides=[f"hardware={path.stem}"])
+            hw = hardware_spec(cfg)
+            if not hw.kernel_tables or hw.kernel_tables in out:
+                continue
+            pk = {"source": f"conf/hardware/{path.name}"}
+            for p in ("bf16", "fp8", "fp4", "int8"):
+                try:
+                    pk[p] = hw.peak_flops(p)
+                except Exception:
+                    pk[p] = None
+            pk["hbm_bandwidth"] = hw.hbm_bandwidth_bytes_s
+            pk["scaleup_bandwidth"] = hw.scaleup_bandwidth_bytes_s
+            out[hw.kernel_tables] = pk
+    GlobalHydra.instance().clear()
+    return out
+
+
+def build(kernels_dir, out_dir) -> dict:
+    """Derive the tables, fit the transfer curves, write both (+ README) into ``out_dir``."""
+    from engine.cost import derive, transfer
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = derive.derive(kernels_dir, peaks_from_conf())
+    derive.save(tables, out_dir / "tables.npz")
+    fits = {fw: transfer.fit_all(tables, fw) for fw in derive.FRAMEWORKS}
+    doc = {"source": "../shared/data/kernels (aiconfigurator-core 0.12.0 tables, NVIDIA, Apache-2.0)",
+           "model": "engine/cost/transfer.py", "chips": tables["chips"].tolist(), "fits": fits}
+    (out_dir / "transfer.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    (out_dir / "README.md").write_text(README)
+    return tables
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="simllm-kernels", description=__doc__.splitlines()[0])
+    ap.add_argument("kernels_dir", nargs="?", default=str(DEFAULT_KERNELS),
+                    help="measured tables (default: ../shared/data/kernels beside the repository)")
+    ap.add_argument("--out", default=str(OUT), help="output folder (default: engine/cost/data)")
+    a = ap.parse_args(argv)
+    if not Path(a.kernels_dir).is_dir():
+        print(f"simllm-kernels: error: {a.kernels_dir}: no such folder of measured tables", file=sys.stderr)
+        return 2
+    tables = build(a.kernels_dir, a.out)
+    size = sum(p.stat().st_size for p in Path(a.out).iterdir())
+    n = sum(int(np.isfinite(v).sum()) for v in tables.values() if v.dtype == np.float32)
+    print(f"wrote {a.out}: {n:,} measured grid points of {len(tables['chips'])} chips, {size / 1e6:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
