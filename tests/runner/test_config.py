@@ -11,19 +11,52 @@ from engine.errors import SpecError
 from runner.convert import specs_from_config
 from tests.conftest import CONF
 
-GROUPS = ["hardware", "model", "partition", "workload", "calibration", "engine", "tracking"]
+from omegaconf import OmegaConf
+
+#: Groups whose option becomes an engine spec (Specs.<group>).
+SPEC_GROUPS = ["hardware", "model", "partition", "workload", "calibration", "framework"]
+#: The option conf/config.yaml's defaults list picks per group ({"hardware": "h100_sxm", ...}).
+DEFAULTS = {k: v for d in OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml"))["defaults"]
+            if isinstance(d, dict) for k, v in d.items()}
 
 
 def options(group):
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-@pytest.mark.parametrize("group", GROUPS)
-def test_every_option_composes_and_converts(cfg_of, group):
+@pytest.fixture(scope="module")
+def default_specs():
+    from tests.conftest import compose_specs
+
+    return compose_specs()
+
+
+@pytest.mark.parametrize("group", SPEC_GROUPS)
+def test_every_option_composes_and_converts(cfg_of, default_specs, group):
+    """Each option reaches its spec: a named spec carries the option's name (the file stem), an
+    unnamed one (partition) the file's values, and every option but the default changes the specs."""
+    for opt in options(group):
+        specs = specs_from_config(cfg_of(f"{group}={opt}"))
+        spec = getattr(specs, group)
+        if hasattr(spec, "name"):
+            assert spec.name == opt, (group, opt)
+        else:
+            body = OmegaConf.to_container(OmegaConf.load(CONF / group / f"{opt}.yaml"))
+            for k, v in body.items():
+                if k not in ("defaults", "name"):
+                    assert getattr(spec, k) == v, (group, opt, k)
+        assert (specs == default_specs) == (opt == DEFAULTS[group]), (group, opt)
+
+
+@pytest.mark.parametrize("group", ["engine", "tracking"])
+def test_engine_and_tracking_options_compose(cfg_of, group):
+    """engine=X selects engine X; a tracking option's ``enabled`` is the file's."""
     for opt in options(group):
         cfg = cfg_of(f"{group}={opt}")
-        specs = specs_from_config(cfg)
-        assert getattr(specs, group, specs) is not None
+        if group == "engine":
+            assert cfg.engine.name == opt
+        else:
+            assert cfg.tracking.enabled == OmegaConf.load(CONF / group / f"{opt}.yaml").enabled
 
 
 @pytest.mark.parametrize("hw", options("hardware"))
@@ -71,7 +104,25 @@ def test_bad_values_name_the_field(cfg_of, override, field):
     assert str(e.value).startswith(field)
 
 
+def _leaves(d, prefix=""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
 def test_experiment_presets_compose(cfg_of):
+    """Every preset composes with the options its defaults list overrides and the values it sets
+    (read from the file itself), and converts to specs."""
     for path in sorted(Path(CONF.parent / "experiments").glob("*.yaml")):
         cfg = cfg_of(f"experiment={path.stem}")
-        assert specs_from_config(cfg)
+        doc = OmegaConf.to_container(OmegaConf.load(path))
+        for entry in doc.pop("defaults", []):
+            ((key, opt),) = entry.items()
+            group = key.split("/")[-1].strip()
+            assert cfg[group].name == opt, (path.stem, group)
+        doc.pop("hydra", None)
+        for key, value in _leaves(doc):
+            assert OmegaConf.select(cfg, key) == value, (path.stem, key)
+        specs_from_config(cfg)

@@ -29,17 +29,36 @@ rows = st.tuples(params, vals, units_, st.sampled_from(["", "bf16", "fp8", "xx"]
 
 
 def _check_sheet(path, data: bytes):
+    """A sheet either fails with a SheetError naming the file, or parses to figures that are finite
+    and non-negative and to a HardwareSpec (or a SpecError naming the hardware field)."""
     path.write_bytes(data)
     try:
         sheet = read_sheet(path, "hostile")
     except SheetError as e:
         assert str(path) in str(e)
-        return
+        return None
     except UnicodeDecodeError:
         raise AssertionError("non-UTF-8 sheet must give a SheetError naming the file")
-    for f in sheet.figures if hasattr(sheet, "figures") else []:
-        v = getattr(f, "si", None)
-        assert v is None or (math.isfinite(v) and v >= 0)
+    assert sheet.entries, "a sheet that parses has its required figures"
+    for fld, entry in sheet.entries.items():
+        v = entry.value
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            assert math.isfinite(v) and v >= 0, (fld, v)
+    try:
+        spec = sheet.hardware_spec()
+    except SpecError as e:
+        assert str(e).startswith("hardware."), e
+        return None
+    assert spec.peak_flops_bf16 > 0 and spec.hbm_capacity_bytes > 0 and spec.hbm_bandwidth_bytes_s > 0
+    return spec
+
+
+def test_good_sheet_gives_its_figures(tmp_path):
+    """The rows the hostile cases start from, converted by hand: 512 TFLOPS = 512e12 FLOP/s,
+    4096 GB/s = 4.096e12 B/s, 192 GB = 192e9 B, 64 MB = 64e6 B, 350 W."""
+    spec = _check_sheet(tmp_path / "s.csv", "\n".join(["param,value,unit,precision,source", *GOOD]).encode())
+    assert (spec.peak_flops_bf16, spec.hbm_bandwidth_bytes_s, spec.hbm_capacity_bytes, spec.sram_bytes,
+            spec.tdp_w) == (512e12, 4.096e12, 192e9, 64e6, 350.0)
 
 
 @SETTINGS

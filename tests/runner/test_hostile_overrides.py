@@ -40,17 +40,25 @@ values = st.one_of(
 )
 
 
-def check(cfg_of, override: str) -> None:
+def check(cfg_of, override: str, valid: bool = False) -> None:
+    """``override`` is rejected naming its key (Hydra at compose time, or a SpecError naming
+    group.field), or runs to finite positive latencies where it fits. ``valid``: it must run."""
+    key = override.split("=", 1)[0]
     try:
         cfg = cfg_of("tracking=none", override)
-    except (HydraException, OmegaConfBaseException):
-        return  # rejected by Hydra's override parser or at compose time, key named
+    except (HydraException, OmegaConfBaseException) as e:
+        assert not valid, (override, e)
+        text = f"{e} {e.__cause__ or ''}"
+        assert key in text or key.rsplit(".", 1)[-1] in text, (override, text)   # key named
+        return
     try:
         r = run(specs_from_config(cfg))
     except SpecError as e:
+        assert not valid, (override, e)
         assert str(e).split(" = ")[0].count(".") >= 1  # names group.field
         return
     s = r.summary
+    assert s["fits_in_memory"] or not valid, override
     if s["fits_in_memory"]:
         for k in ("ttft_ms_p50", "tpot_ms_p50", "throughput_tok_s"):
             v = s[k]
@@ -81,4 +89,4 @@ def test_numeric_fields(cfg_of, field, value):
                                       "workload.prompt_len=1", "hardware.sram=0",
                                       "calibration.memory_reserve=0"])
 def test_edge_values_are_valid(cfg_of, override):
-    check(cfg_of, override)
+    check(cfg_of, override, valid=True)

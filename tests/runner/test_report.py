@@ -39,6 +39,7 @@ def sweep(_migrated_store, tmp_path_factory):
     return uri, parent.info.run_id
 
 
+@pytest.mark.slow  # the module's real 6-job sweep (console script)
 def test_report_of_a_sweep_matches_the_runs(sweep, tmp_path, capsys):
     uri, parent = sweep
     out = tmp_path / "rep"
@@ -78,6 +79,7 @@ def md_html_ok(out):
     return page.count("data:image/png;base64,") == 3 and "<table>" in page and "src=\"roofline" not in page
 
 
+@pytest.mark.slow  # the module's real 6-job sweep (console script)
 def test_report_by_experiment_ignores_parents_and_reports(sweep, tmp_path):
     uri, _ = sweep
     out = tmp_path / "rep"
@@ -86,12 +88,13 @@ def test_report_by_experiment_ignores_parents_and_reports(sweep, tmp_path):
     assert pl.read_csv(out / "sensitivity.csv").height == 6
 
 
-def test_unknown_experiment_is_a_clean_error(sweep, tmp_path, capsys):
-    uri, _ = sweep
+def test_unknown_experiment_is_a_clean_error(mlflow_uri, tmp_path, capsys):
+    uri = mlflow_uri
     assert report.main(["--experiment", "nope", "--uri", uri, "-o", str(tmp_path / "r")]) == 2
     assert "nope" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the module's real 6-job sweep (console script)
 def test_compare_two_runs_differing_in_one_param(sweep):
     uri, parent = sweep
     df = runs.sweep_runs(uri, parent)
@@ -109,6 +112,7 @@ def test_compare_two_runs_differing_in_one_param(sweep):
     assert "1 param(s) changed" in md and "| hardware.peak_bf16 | 512TFLOPS | 800TFLOPS |" in md
 
 
+@pytest.mark.slow  # the module's real 6-job sweep (console script)
 def test_compare_sweep_with_its_own_runs_matches_every_config(sweep):
     uri, parent = sweep
     ids = runs.sweep_runs(uri, parent)["run_id"].to_list()
