@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.analytical import comm, latency, run, sweep, traffic
-from engine.analytical.flops import attention_flops_prefill
+from engine.analytical.attention import pair_flops_per_layer, prefill_layer_pairs
 from engine.errors import SpecError
 from engine.spec import (AnalyticalSpec, CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,
                          WorkloadSpec)
@@ -63,10 +63,13 @@ def test_tpot_is_mean_of_discrete_steps():
 
 
 def test_attention_prefill_flops_hand():
+    """The live attention count (engine.analytical.attention): FLOPs = pair FLOPs x layer-pairs."""
+    m = ModelSpec(name="t", num_layers=1, hidden_size=1, num_heads=1, num_kv_heads=1, head_dim=1,
+                  ffn_size=1, vocab_size=1, attention="mha")
     # L=1, nh=1, dh=1, S=3: positions attend to 1,2,3 keys -> 4*(1+2+3) = 24 FLOP
-    assert attention_flops_prefill(1, 1, 1, 3) == 24
+    assert pair_flops_per_layer(m) * prefill_layer_pairs(m, 3) == 24
     # with 2 cached tokens: 4*(3+4+5) = 48
-    assert attention_flops_prefill(1, 1, 1, 3, cached_len=2) == 48
+    assert pair_flops_per_layer(m) * prefill_layer_pairs(m, 3, 2) == 48
 
 
 def test_ring_allreduce_hand():

@@ -332,11 +332,20 @@ def test_pareto_drops_with_reasons_and_matches_pointwise():
         assert point["throughput_tok_s_per_gpu"] == pytest.approx(row["throughput_tok_s_per_gpu"], rel=1e-9)
 
 
-def test_pareto_plot_writes_png(tmp_path):
+def test_pareto_sweep_plots_with_the_runner_and_fronts_agree(tmp_path):
+    """Plotting lives in runner/plots.py: the engine's sweep table plots there, and the runner's
+    frontier (both axes maximised, computed independently) is the engine's ``on_frontier``."""
+    from runner import plots
+
     s = mk(batch=1, prompt=512, output=64)
     table, front, _ = pareto.sweep(s, 8, [1, 8, 64])
-    out = pareto.plot(table, front, tmp_path / "f.png", title="l8b on 8")
-    assert out.stat().st_size > 1000
+    x = table["interactivity_tok_s_per_user"].to_list()
+    y = table["throughput_tok_s_per_gpu"].to_list()
+    assert sorted(plots.pareto_front(x, y)) == [i for i, on in enumerate(table["on_frontier"]) if on]
+    pts = [(xi, yi, f"{part} b{b:g}", "") for xi, yi, part, b in
+           zip(x, y, table["partition"], table["batch_size"])]
+    out = plots.pareto(pts, tmp_path / "f.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 1000
 
 
 # --- MLA / sliding windows in the engine ------------------------------------------------------

@@ -113,18 +113,19 @@ def test_sliding_window_kv_and_pairs():
     """Two layers, one of them windowed to W=4 tokens; 1 KV head of dim 1 in fp32 (8 bytes/layer).
     A 10-token sequence caches 10 + min(10, 4) = 14 layer-positions = 112 bytes. Prefill of 10
     tokens: full layer 10*11/2 = 55 pairs, windowed layer 1+2+3+4*7 = 34 pairs -> 89.
-    A decode token at context 10: 10 + 4 = 14 pairs."""
+    A decode token at context 10 attends those 14 cached layer-positions (the step model prices
+    decode attention on memory.kv_layer_positions)."""
     from engine.analytical import attention, memory
     from engine.spec import ModelSpec
 
     m = ModelSpec(name="w", num_layers=2, hidden_size=4, num_heads=1, num_kv_heads=1, head_dim=1,
                   ffn_size=4, vocab_size=8, attention="mha", sliding_window=4,
                   sliding_window_layers=1, kv_dtype="fp32")
+    assert memory.kv_layer_positions(m, 10) == 14
     assert memory.kv_layer_positions(m, 10) * memory.kv_bytes_per_layer_token(m) == 112
     assert attention.prefill_layer_pairs(m, 10) == 89
     # chunk of 3 after 5 cached: full 3*5 + 6 = 21, windowed positions 6,7,8 -> 4*3 = 12
     assert attention.prefill_layer_pairs(m, 3, 5) == 33
-    assert attention.decode_layer_pairs(m, 10) == 14
 
 
 def test_mla_kv_is_not_split_by_tp(cfg_of):
