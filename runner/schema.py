@@ -219,6 +219,11 @@ class DesSchema:
     record_iterations: bool = False
     progress: str = "auto"
     seed: int = 0
+    ramp_up_s: float = 0.0
+    length_jitter: float = 0.0
+    think_time_dist: str = "fixed"
+    warmup_s: float = 0.0
+    exclude_drain: bool = False
 
 
 @dataclass

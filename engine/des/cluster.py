@@ -9,6 +9,10 @@ Open-loop arrivals are read from a sorted array instead of the heap.
 Disaggregated pools: arrivals go to the prefill replicas; a finished prefill becomes a HANDOFF
 event (priority 1) after the KV transfer time and is routed to a decode replica.
 
+Clients (DesSpec ramp_up_s, length_jitter, think_time_dist, warmup_s/exclude_drain;
+engine.des.workload.apply_clients): read from the replicas' DesSpec, applied before the loop runs;
+the measurement window is stored on the State for the summary.
+
 Routers (``DesSpec.router``): round_robin; least_outstanding (fewest running + waiting);
 least_kv (lowest KV-block use, then fewest outstanding); prefix_affinity (longest cached
 prefix of the request's hash blocks, then fewest outstanding).
@@ -16,8 +20,11 @@ prefix of the request's hash blocks, then fewest outstanding).
 
 import heapq
 
+import numpy as np
+
 from engine.des.replica import Replica
 from engine.des.state import State
+from engine.des.workload import apply_clients
 
 END, ARRIVE, PLAN, HANDOFF = 0, 1, 2, 3
 
@@ -67,6 +74,9 @@ class Loop:
         self.rejected_too_long = 0
         self.rejected_bucket = 0
         self.completed = 0
+        self.des = replicas[0].spec if replicas else None
+        self._think_exp = self.des is not None and self.des.think_time_dist == "exponential"
+        self._rng = apply_clients(st, self.des, users) if self.des is not None else None
 
     def _push(self, t, prio, kind, rep=None, version=0):
         self._seq += 1
@@ -76,9 +86,11 @@ class Loop:
         st = self.st
         if self.users:
             self.next_closed = min(self.users, st.n)
+            ramp = self.des.ramp_up_s if self.des is not None else 0.0
             for rid in range(self.next_closed):
-                st.arrival[rid] = 0.0
-                self._push(self.oh, 1, ARRIVE, rid)
+                a = rid * ramp / self.users   # user i starts at i W / N (0 without a ramp)
+                st.arrival[rid] = a
+                self._push(a + self.oh, 1, ARRIVE, rid)
             arr, n_open = None, 0
         else:
             arr = (st.arrival + self.oh).tolist()
@@ -138,7 +150,18 @@ class Loop:
                     self._push(end, 0, END, rep, rep.version)
         if self.progress is not None:
             self.progress.close()
+        self._set_window()
         return t
+
+    def _set_window(self):
+        """The summary's measurement window from DesSpec.warmup_s / exclude_drain (State.window)."""
+        d = self.des
+        if d is None or (d.warmup_s <= 0 and not d.exclude_drain) or not self.st.n:
+            return
+        arr = self.st.arrival
+        t0 = float(np.nanmin(arr))
+        t_last = float(np.nanmax(arr))
+        self.st.window = (t0 + d.warmup_s, t_last if d.exclude_drain else float("inf"), d.exclude_drain)
 
     def _tick(self, t):
         self.area += self.n_sys * (t - self.t_prev)
@@ -157,8 +180,9 @@ class Loop:
         if self.next_closed < self.st.n:
             rid = self.next_closed
             self.next_closed += 1
-            self.st.arrival[rid] = t + self.think
-            self._push(t + self.think + self.oh, 1, ARRIVE, rid)
+            think = self._rng.exponential(self.think) if self._think_exp and self.think > 0 else self.think
+            self.st.arrival[rid] = t + think
+            self._push(t + think + self.oh, 1, ARRIVE, rid)
 
     def _reject(self, rid, t):
         self.st.rejected[rid] = True

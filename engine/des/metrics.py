@@ -5,6 +5,18 @@ E2E = completion - arrival; queueing = first admission - arrival; ITL = every ga
 consecutive tokens of a request (a weighted histogram, not per-token rows). Percentiles are over
 completed requests (ITL: over tokens). Throughput counts output tokens over the makespan (first
 arrival to last completion); goodput counts requests meeting both SLOs over the makespan.
+
+Which statistic each summary metric reports: ``<metric>_p50/_p90/_p99/_p99_9`` are percentiles over
+requests (``numpy.percentile``, linear interpolation) and ``<metric>_mean`` the arithmetic mean over
+the same requests, for ttft_ms, tpot_ms, e2e_ms and queueing_ms; itl_ms_* are percentiles over
+tokens (no mean); throughput_* are totals over the window (output tokens / seconds), i.e. a mean
+rate. Benchmark tools report both forms (vLLM ``benchmark_serving``: mean, median, p99 of TTFT,
+TPOT, ITL, E2E); compare a published mean with ``_mean`` and a median with ``_p50``.
+
+Measurement window (``State.window``, from DesSpec.warmup_s / exclude_drain): when set, the
+latency statistics cover the completed requests that arrived at or after its start (and, with
+exclude_drain, completed by its end, the last arrival); throughput, request throughput and goodput
+count completions inside the window over its length. Without a window every request counts.
 """
 
 import numpy as np
@@ -39,7 +51,26 @@ def request_table(st: State) -> pl.DataFrame:
         "recomputed_tokens": st.recomputed,
         "cached_tokens": st.cached_tokens,
         "rejected": st.rejected,
-    }, nan_to_null=False)
+    }, nan_to_null=False) if st.window is None else _with_window(st)
+
+
+def _measured(st: State) -> np.ndarray:
+    """Completed requests inside the measurement window (all completed ones without a window)."""
+    done = np.isfinite(st.completion)
+    if st.window is None:
+        return done
+    start, end, drain = st.window
+    m = done & (st.arrival >= start)
+    return m & (st.completion <= end) if drain else m
+
+
+def _with_window(st: State) -> pl.DataFrame:
+    w, st.window = st.window, None
+    try:
+        t = request_table(st)
+    finally:
+        st.window = w
+    return t.with_columns(pl.Series("measured", _measured(st)))
 
 
 def _pcts(name: str, v: np.ndarray, out: dict) -> None:
@@ -53,7 +84,7 @@ def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: floa
               slo_tpot_ms: float) -> dict:
     """The flat summary: latency percentiles, throughput, goodput (see module docstring)."""
     s: dict = {}
-    done = np.isfinite(st.completion)
+    done = _measured(st)
     ttft = table["ttft_ms"].to_numpy()
     tpot = table["tpot_ms"].to_numpy()
     e2e = table["e2e_ms"].to_numpy()
@@ -66,6 +97,12 @@ def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: floa
     n_done = int(done.sum())
     t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
     t1 = float(np.nanmax(st.completion)) if n_done else t0
+    if st.window is not None:
+        # completions inside [window start, window end or last completion]
+        t0 = st.window[0]
+        t1 = min(st.window[1], t1)
+        with np.errstate(invalid="ignore"):
+            done = np.isfinite(st.completion) & (st.completion >= t0) & (st.completion <= t1)
     span = t1 - t0
     out_tokens = int(st.output[done].sum())
     thr = out_tokens / span if span > 0 else float("nan")
@@ -74,12 +111,13 @@ def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: floa
         throughput_tok_s=thr,
         throughput_tok_s_per_gpu=thr / devices,
         input_throughput_tok_s=float(st.prompt[done].sum()) / span if span > 0 else float("nan"),
-        request_throughput_rps=n_done / span if span > 0 else float("nan"),
+        request_throughput_rps=int(done.sum()) / span if span > 0 else float("nan"),
         goodput_rps=float(ok.sum()) / span if span > 0 else float("nan"),
         slo_attainment=float(ok.sum()) / st.n if st.n else float("nan"),
         interactivity_tok_s_per_user=1e3 / s["tpot_ms_p50"] if s["tpot_ms_p50"] > 0 else float("nan"),
         num_requests=st.n,
-        num_completed=n_done,
+        num_completed=int(np.isfinite(st.completion).sum()),
+        num_measured=n_done,
         num_rejected=int(st.rejected.sum()),
         preemptions_total=int(st.preemptions.sum()),
         preempted_requests=int((st.preemptions > 0).sum()),

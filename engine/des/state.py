@@ -34,6 +34,9 @@ class State:
         self.recomputed = np.zeros(n, np.int64)     # prompt + output tokens prefilled again after preemption
         self.kv_ready = np.zeros(n, bool)
         self.swapped = np.zeros(n, bool)            # KV in host memory (swap preemption)           # KV handed off by a prefill replica
+        #: measurement window (t_start, t_end or inf, drop requests completing after t_end) set
+        #: by the event loop from DesSpec.warmup_s / exclude_drain; None = every request counts
+        self.window = None
         # run-wide counters
         self.tokens_out = 0
         self.prefill_tokens = 0

@@ -128,3 +128,43 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
                          priority=priority, hashes=hashes, block_tokens=spec.trace.block_tokens,
                          users=users, think_time_s=spec.think_time_s,
                          source=trace.path if trace is not None else "synthetic")
+
+
+def ramp_arrivals(arrival_s: np.ndarray, ramp_s: float) -> np.ndarray:
+    """Open-loop arrivals under a linear ramp of the rate from 0 to R over ``ramp_s`` seconds.
+
+    With rate r(t) = R t / W for t < W and R after, the expected arrivals by t are
+    Lambda(t) = R t^2 / (2 W) (t < W), R (t - W / 2) (t >= W). A stream drawn at the constant
+    rate R has Lambda_R(a) = R a, so the time change a -> Lambda^-1(R a) gives the ramped stream:
+    t = sqrt(2 W a) for a < W / 2, t = a + W / 2 otherwise (continuous at a = W / 2, t = W).
+    Times are measured from the first arrival (vLLM ``benchmark_serving --ramp-up-strategy
+    linear`` ramps the request rate the same way).
+    """
+    a = np.asarray(arrival_s, dtype=np.float64)
+    if ramp_s <= 0 or not a.size:
+        return a
+    t0 = a[0]
+    x = a - t0
+    return t0 + np.where(x < ramp_s / 2, np.sqrt(2.0 * ramp_s * np.maximum(x, 0.0)), x + ramp_s / 2)
+
+
+def apply_clients(st, des, users: int) -> np.random.Generator:
+    """Client behaviour of ``des`` (DesSpec: ramp_up_s, length_jitter) applied to the state's
+    request arrays before the loop runs (copies; the caller's stream is untouched). Returns the
+    generator the loop draws exponential think times from. Seeded from ``des.seed``
+    (sub-streams 1: lengths, 2: think times), so turning a client option on does not move the
+    request stream (workload.seed)."""
+    ss = np.random.SeedSequence([des.seed, 12])
+    r_len, r_think = (np.random.default_rng(s) for s in ss.spawn(2))
+    j = des.length_jitter
+    if j > 0:
+        n = st.n
+        f = r_len.uniform(1.0 - j, 1.0 + j, size=(2, n))
+        st.prompt = np.maximum(1, np.rint(st.prompt * f[0])).astype(np.int64)
+        st.output = np.maximum(1, np.rint(st.output * f[1])).astype(np.int64)
+    if des.ramp_up_s > 0 and not users:
+        order = np.argsort(st.arrival, kind="stable")
+        arr = st.arrival.copy()
+        arr[order] = ramp_arrivals(st.arrival[order], des.ramp_up_s)
+        st.arrival = arr
+    return r_think

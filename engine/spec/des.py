@@ -51,8 +51,21 @@ class DesSpec:
     prefix_caching: reuse KV of shared prefix blocks (requests with hash ids), LRU eviction;
     slo_ttft_ms / slo_tpot_ms: goodput counts requests meeting both;
     max_decode_run: most decode iterations advanced in one event (closed-form series);
-    seed: engine-side randomness, for a step-time noise callable built by the caller (the request
-        stream draws from ``WorkloadSpec.seed``).
+    seed: engine-side randomness: the step-time noise callable built from calibration.noise and
+        the client draws below (the request stream draws from ``WorkloadSpec.seed``).
+
+    Clients as benchmark tools run them (engine.des.workload.apply_clients; all off by default):
+    ramp_up_s: closed loop: user i (0-based) of N sends its first request at i x ramp_up_s / N;
+        open loop: the arrival rate rises linearly from 0 to the workload's rate over ramp_up_s
+        (arrival times warped: a -> sqrt(2 W a) for a < W/2, a + W/2 after);
+    length_jitter: each request's prompt and output lengths x U[1 - j, 1 + j], rounded, >= 1
+        (vLLM ``benchmark_serving`` --random-range-ratio);
+    think_time_dist: fixed | exponential (mean workload.think_time_s) between a closed-loop user's
+        completion and its next request;
+    warmup_s / exclude_drain: measurement window: the summary covers requests arriving at or after
+        first arrival + warmup_s and, with exclude_drain, completing by the last arrival (after it
+        the load drains); throughput counts the completions inside that window over its length.
+        The per-request table keeps every request (column ``measured`` marks the window).
     """
 
     scheduler: str | None = None
@@ -78,6 +91,11 @@ class DesSpec:
     record_iterations: bool = False
     progress: str = "auto"
     seed: int = 0
+    ramp_up_s: float = 0.0
+    length_jitter: float = 0.0
+    think_time_dist: str = "fixed"
+    warmup_s: float = 0.0
+    exclude_drain: bool = False
     #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
     framework: FrameworkSpec | None = None
 
@@ -104,6 +122,13 @@ class DesSpec:
         positive_int(g, "replicas", self.replicas, minimum=0)
         positive_int(g, "prefill_replicas", self.prefill_replicas, minimum=0)
         positive_int(g, "seed", self.seed, minimum=0)
+        non_negative(g, "ramp_up_s", self.ramp_up_s)
+        non_negative(g, "warmup_s", self.warmup_s)
+        if not (isinstance(self.length_jitter, (int, float)) and 0 <= self.length_jitter < 1):
+            raise SpecError(f"{g}.length_jitter", self.length_jitter, "a fraction in [0, 1)")
+        one_of(g, "think_time_dist", self.think_time_dist, ("fixed", "exponential"))
+        if not isinstance(self.exclude_drain, bool):
+            raise SpecError(f"{g}.exclude_drain", self.exclude_drain, "true or false")
         if self.watermark is not None and not (isinstance(self.watermark, (int, float))
                                                and 0 <= self.watermark < 1):
             raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
