@@ -50,6 +50,21 @@ def fill_missing(logv: np.ndarray, log_axes: tuple, slopes: tuple, rounds: int =
     return v
 
 
+def padded_min(logv: np.ndarray, slopes: tuple) -> np.ndarray:
+    """Make the table non-decreasing along every size axis (slope > 0): t(x) = min over x' >= x of t(x').
+
+    Why: a smaller problem can always be run as a larger one, padded (fewer tokens, a smaller
+    batch, a shorter context, fewer bytes), so its time is at most the larger one's. Measured
+    points that break this are timing noise; they are lowered to the padded time. Axes with
+    slope 0 (e.g. GPU count) are left alone.
+    """
+    v = np.array(logv)
+    for ax, p in enumerate(slopes):
+        if p > 0:
+            v = np.flip(np.minimum.accumulate(np.flip(v, axis=ax), axis=ax), axis=ax)
+    return v
+
+
 def interp(log_axes: tuple, logv: np.ndarray, log_q: tuple, slopes: tuple) -> np.ndarray:
     """Multilinear interpolation of ``logv`` (no NaN) at log query points ``log_q`` (broadcast).
 

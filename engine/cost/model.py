@@ -4,9 +4,11 @@ under one serving framework, from measured kernel tables or from transfer curves
 Backends (``kernel_model(hardware, framework, backend)``):
 
 * ``measured``: interpolate the chip's own measured tables (engine/cost/data/tables.npz) in log
-  space (engine.cost.grid): exact at measured grid points, piecewise power law between them,
+  space (engine.cost.grid): exact at measured grid points (those not slower than a larger size,
+  see below), piecewise power law between them,
   clamped below the smallest measured size (launch floor) and proportional to size above the
-  largest (GEMM m, n, k; batch; decode context; collective bytes; prefill length squared).
+  largest (GEMM m, n, k; batch; decode context; collective bytes; prefill length squared), and
+  made non-decreasing in every size (grid.padded_min).
   Shapes the tables do not hold (another head configuration or head_dim, another MoE
   configuration, more GPUs than 8) take the nearest measured shape and scale it by the ratio of
   the transfer model's times for the two shapes on this chip (its own peaks, fitted curves).
@@ -80,7 +82,7 @@ def _filled(key: str, axes: tuple, slopes: tuple, index: int | None = None):
     t = shipped_tables()
     a = t[key] if index is None else t[key][index]
     lax = tuple(np.log(np.asarray(t[f"axes/{n}"], dtype=float)) for n in axes)
-    return lax, grid.fill_missing(np.log(a.astype(np.float64)), lax, slopes)
+    return lax, grid.padded_min(grid.fill_missing(np.log(a.astype(np.float64)), lax, slopes), slopes)
 
 
 def _lookup(key, axes, slopes, q, index=None):
@@ -405,6 +407,10 @@ _EXTRAPOLATION = Assumption(
     "outside the measured grid: below the smallest size the edge time (launch floor); above the "
     "largest, time proportional to GEMM m/n/k, batch, decode context, MoE tokens, collective bytes, "
     "and to the square of the prefill length; NCCL beyond 8 GPUs scaled by the transfer model")
+_PADDED = Assumption(
+    "kernel tables made monotone", "t(x) = min over x' >= x of t(x')",
+    "a smaller GEMM / batch / context / message can run as the larger one padded, so measured points "
+    "slower than a larger size's (timing noise) are lowered to it")
 _SHAPES = Assumption(
     "unmeasured kernel shapes", "nearest measured shape x transfer-model ratio",
     "head configurations / head_dim / MoE configurations not in the tables take the nearest measured "
@@ -451,7 +457,7 @@ def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple)
                 if k in t), "?")
     name = f"measured {chip}/{framework} {ver}"
     notes = (Assumption("kernel backend", name, "per-kernel latencies measured by NVIDIA (aiconfigurator-core "
-                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _SHAPES, _UNITS) \
+                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _PADDED, _SHAPES, _UNITS) \
         + tuple(m.notes)
     return KernelModel(name, notes, m)
 

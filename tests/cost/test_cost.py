@@ -1,0 +1,189 @@
+"""engine.cost: measured interpolation, transfer curves, errors, and the shipped tables' provenance."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from engine.cost import KernelModel, kernel_model, tables_for
+from engine.cost.model import DATA, shipped_tables
+from engine.errors import SpecError
+from engine.spec import HardwareSpec
+from tests.conftest import SHARED_DATA
+
+#: H100 SXM as conf/hardware/h100_sxm.yaml gives it (dense bf16 989.4 TFLOPS, fp8 1978.9, 3.35 TB/s,
+#: NVLink 450 GB/s per direction), naming the measured table set h100_sxm.
+H100 = HardwareSpec(name="h100_sxm", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12, peak_flops_int8=1978.9e12,
+                    hbm_capacity_bytes=80e9, hbm_bandwidth_bytes_s=3.35e12, scaleup_bandwidth_bytes_s=450e9,
+                    devices_per_node=8, kernel_tables="h100_sxm")
+#: A spec-only chip (the jalapeno sheet's figures): no tables.
+JALAPENO = HardwareSpec(name="jalapeno", peak_flops_bf16=512e12, peak_flops_fp8=1024e12, hbm_capacity_bytes=192e9,
+                        hbm_bandwidth_bytes_s=4.096e12, scaleup_bandwidth_bytes_s=900e9, devices_per_node=8)
+
+
+def _axis(name):
+    return shipped_tables()[f"axes/{name}"]
+
+
+def test_tables_for():
+    assert tables_for(H100) == "h100_sxm"
+    assert tables_for(JALAPENO) is None
+
+
+def test_measured_gemm_hits_measured_points():
+    """At grid points the measured backend returns the stored latency itself (s = ms x 1e-3 of the
+    source row), except where a larger m, n or k measured faster (padding rule, stated as an
+    assumption): check every point no larger shape beats."""
+    km = kernel_model(H100, "trtllm", "measured")
+    tab = shipped_tables()["h100_sxm/trtllm/gemm/bf16"].astype(float)
+    m, n, k = _axis("gemm/m"), _axis("gemm/n"), _axis("gemm/k")
+    checked = 0
+    for j in range(0, len(n), 3):
+        for l in range(0, len(k), 4):
+            ok = [i for i in range(len(m)) if np.isfinite(tab[i, j, l]) and tab[i, j, l] <= np.nanmin(tab[i:, j:, l:])]
+            got = km.gemm_s(m[ok], int(n[j]), int(k[l]), "bf16")
+            np.testing.assert_allclose(got, tab[ok, j, l], rtol=1e-6)
+            checked += len(ok)
+    assert checked > 200
+
+
+def test_measured_decode_attention_hits_measured_points():
+    km = kernel_model(H100, "trtllm", "measured")
+    key = "h100_sxm/trtllm/attn_decode/bf16/hd128"
+    combos = shipped_tables()[key + "/combos"].tolist()
+    arr = shipped_tables()[key][combos.index([32, 8])].astype(float)
+    b, c = 5, 8                        # batch 32, context 8192
+    assert _axis("attn_decode/batch")[b] == 32 and _axis("attn_decode/len")[c] == 8192
+    assert km.attn_decode_s(32, 8192, 32, 8, 128, "bf16") == pytest.approx(arr[b, c], rel=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["measured", "transfer"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "int4_wo"])
+def test_gemm_monotonic_in_m(backend, dtype):
+    km = kernel_model(H100, "vllm", backend)
+    m = np.unique(np.round(np.geomspace(1, 200_000, 400)).astype(int))
+    for n, k in ((4096, 4096), (1024, 8192), (14336, 4096), (128256, 4096)):
+        t = km.gemm_s(m, n, k, dtype)
+        assert np.all(np.isfinite(t)) and np.all(t > 0)
+        assert np.all(np.diff(t) >= -1e-15), (n, k)
+
+
+def test_gemm_extrapolates_linearly_beyond_measured_m():
+    """Beyond the largest measured m (32768) time is proportional to m (stated assumption)."""
+    km = kernel_model(H100, "trtllm", "measured")
+    t1, t2 = km.gemm_s(np.array([32768, 131072]), 4096, 4096, "bf16")
+    assert t2 / t1 == pytest.approx(4.0, rel=1e-9)
+
+
+def _large_gemm_errors(km, dtype):
+    """|predicted / measured - 1| over h100's trtllm grid points with m >= 2048 and n, k in 4096..16384."""
+    m, n, k = _axis("gemm/m"), _axis("gemm/n"), _axis("gemm/k")
+    tab = shipped_tables()[f"h100_sxm/trtllm/gemm/{dtype}"].astype(float)
+    errs = []
+    for i in np.flatnonzero(m >= 2048):
+        for j in np.flatnonzero((n >= 4096) & (n <= 16384)):
+            for l in np.flatnonzero((k >= 4096) & (k <= 16384)):
+                if np.isfinite(tab[i, j, l]):
+                    errs.append(km.gemm_s(m[i], int(n[j]), int(k[l]), dtype) / tab[i, j, l] - 1)
+    return np.abs(errs)
+
+
+@pytest.mark.parametrize("dtype, median_tol, max_tol", [("bf16", 0.12, 0.25), ("fp8", 0.20, 0.45)])
+def test_transfer_large_gemm_close_to_measured_table(dtype, median_tol, max_tol):
+    """Transfer (curves fitted on all six measured chips at once) against H100's own large GEMMs
+    (m >= 2048, n, k 4096..16384). Stated tolerance: median |error| 12 % (bf16) / 20 % (fp8),
+    every point within 25 % / 45 %. The spread is real: the asymptotic share of peak differs by chip
+    (bf16 ~0.8 on H100/H200/A100, ~0.6 on B200/GB200/L40S), which one pooled curve cannot follow;
+    leave-one-chip-out figures are in benchmarks/bench_kernels.py."""
+    errs = _large_gemm_errors(kernel_model(H100, "trtllm", "transfer"), dtype)
+    assert len(errs) > 50
+    assert np.median(errs) < median_tol and errs.max() < max_tol, (np.median(errs), errs.max())
+
+
+def test_transfer_without_h100_names_its_chips():
+    tr = kernel_model(H100, "trtllm", "transfer", exclude=("h100_sxm",))
+    assert "h100_sxm" not in tr.name.split(" to ")[0] and "h200_sxm" in tr.name
+    assert np.median(_large_gemm_errors(tr, "bf16")) < 0.25
+
+
+def test_transfer_hand_derived_large_gemm():
+    """Hand check of the transfer curve: a 16384^3 bf16 GEMM on H100.
+
+    F = 2 m n k = 2 x 16384^3 = 8.796e12 FLOP; at 989.4e12 FLOP/s: T_c = 8.890 ms. Bytes
+    Q = 3 x 16384^2 x 2 = 1.61e9 B, T_b = Q / 3.35e12 = 0.481 ms, 18x smaller, so the smooth max
+    adds (1 + (0.481/8.890 x eta_c/eta_b)^q)^(1/q) - 1 < 0.1 % for the fitted q ~ 2 and the size
+    factor 1 + s_c0 / m adds s_c0 / 16384. Hence t = t0 + T_c (1 + s_c0/m) / eta_c to within
+    ~0.5 %, with eta_c, s_c0, t0 the fitted bf16 parameters of transfer.json.
+    """
+    p = json.loads((DATA / "transfer.json").read_text())["fits"]["trtllm"]["bf16"]["params"]
+    m = 16384
+    hand = p["t0"] + 2.0 * m ** 3 / (989.4e12 * p["eta_c"]) * (1 + p["s_c0"] / m)
+    km = kernel_model(H100, "trtllm", "transfer")
+    assert km.gemm_s(m, m, m, "bf16") == pytest.approx(hand, rel=0.005)
+    assert 0.5 < p["eta_c"] < 1.0                     # a plausible achieved share of bf16 peak
+
+
+def test_auto_picks_measured_or_transfer():
+    assert kernel_model(H100, "sglang").name.startswith("measured h100_sxm/sglang")
+    assert kernel_model(JALAPENO, "sglang").name.startswith("transfer from ")
+    assert kernel_model(H100, "sglang") is kernel_model(H100, "sglang", "auto")      # cached
+
+
+def test_spec_errors():
+    with pytest.raises(SpecError) as e:
+        kernel_model(H100, "tensorrt")
+    assert e.value.field == "calibration.framework"
+    with pytest.raises(SpecError) as e:
+        kernel_model(H100, "vllm", "roofline-ish")
+    assert e.value.field == "calibration.kernels"
+    with pytest.raises(SpecError) as e:
+        kernel_model(JALAPENO, "vllm", "measured")
+    assert e.value.field == "hardware.kernel_tables"
+    with pytest.raises(SpecError):
+        kernel_model(H100, "vllm", "transfer", exclude=("h100",))
+    with pytest.raises(SpecError):
+        kernel_model(H100, "vllm").gemm_s(16, 4096, 4096, "int3")
+
+
+def test_comm_zero_on_one_gpu_and_growing_with_bytes():
+    for km in (kernel_model(H100, "trtllm"), kernel_model(JALAPENO, "trtllm")):
+        s = np.geomspace(1e3, 1e9, 50)
+        assert np.all(km.allreduce_s(s, 1) == 0)
+        t = km.allreduce_s(s, 8)
+        assert np.all(np.diff(t) >= 0) and t[0] > 1e-6 and t[-1] > t[0]
+
+
+def test_unmeasured_heads_scale_from_neighbours():
+    """40 q heads / 8 kv heads (not in the kept set) sits between 32/8 and 64/8 for decode."""
+    km = kernel_model(H100, "trtllm", "measured")
+    lo, mid, hi = (km.attn_decode_s(64, 8192, h, 8, 128, "bf16") for h in (32, 40, 64))
+    assert lo <= mid <= hi
+
+
+def test_dtype_for():
+    km = kernel_model(H100, "trtllm")
+    M = lambda w, a, g=0: SimpleNamespace(weight_dtype=w, activation_dtype=a, weight_group_size=g, compute_dtype="auto")
+    assert km.dtype_for(M("bf16", "bf16")) == "bf16"
+    assert km.dtype_for(M("int4", "bf16", 128)) == "int4_wo"
+    assert km.dtype_for(M("fp8", "fp8")) == "fp8"
+    assert km.dtype_for(M("fp8", "fp8", 128)) == "fp8_block"
+    assert km.dtype_for(M("int8", "bf16")) == "int8_wo"
+    assert km.dtype_for(M("fp4", "fp4", 16)) == "nvfp4"
+
+
+def test_kernel_model_is_immutable():
+    km = kernel_model(H100, "trtllm")
+    assert isinstance(km, KernelModel)
+    with pytest.raises(Exception):
+        km.name = "x"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "kernels").is_dir(), reason="../shared/data/kernels not present")
+def test_shipped_tables_regenerate():
+    """simllm-kernels' derivation from ../shared/data/kernels gives exactly the shipped tables."""
+    from engine.cost import derive
+    from runner.kernels import peaks_from_conf
+
+    fresh = derive.derive(SHARED_DATA / "kernels", peaks_from_conf())
+    assert derive.same(fresh, shipped_tables()) == []
