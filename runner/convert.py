@@ -157,6 +157,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
             per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
             launch_overhead_s=_q(cfg, "calibration", "launch_overhead"),
             kernels=c.kernels,
+            transfer_exclude=tuple(c.get("transfer_exclude") or ()),
             noise=noise_spec(cfg),
         ),
         analytical=analytical_spec(cfg),

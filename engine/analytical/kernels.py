@@ -94,32 +94,30 @@ class KernelPass:
 
 
 def backend(specs: Specs) -> str:
-    """The operator-cost backend a job uses: ``calibration.kernels``, with auto = measured when
-    the chip has kernel tables for the framework's ``kernel_tables``, else transfer; roofline when
-    the framework names no tables. Raises SpecError for measured/transfer without tables named."""
+    """The operator-cost backend a job asks for: ``calibration.kernels`` (auto: measured when the
+    chip has tables for the framework, else transfer - ``engine.cost`` decides and names it);
+    roofline when the framework names no kernel tables and kernels=auto. Raises SpecError for
+    measured/transfer when the framework names none."""
     want = specs.calibration.kernels
     fw = specs.framework.kernel_tables
-    if want == "roofline":
+    if want == "roofline" or (fw == "none" and want == "auto"):
         return "roofline"
     if fw == "none":
-        if want == "auto":
-            return "roofline"
         raise SpecError("framework.kernel_tables", fw,
                         f"trtllm, vllm or sglang for calibration.kernels={want} (framework "
                         f"'{specs.framework.name}' names no kernel tables)")
-    if want == "auto":
-        from engine.cost import has_tables
-        return "measured" if has_tables(specs.hardware, fw) else "transfer"
     return want
 
 
 def kernel_model(specs: Specs):
-    """The ``engine.cost`` kernel model of the job's chip, framework and backend (None: roofline)."""
+    """The ``engine.cost`` kernel model of the job's chip, framework and backend (None: roofline);
+    transfer curves fitted without ``calibration.transfer_exclude``."""
     b = backend(specs)
     if b == "roofline":
         return None
     from engine.cost import kernel_model as km
-    return km(specs.hardware, specs.framework.kernel_tables, b)
+    return km(specs.hardware, specs.framework.kernel_tables, b,
+              tuple(specs.calibration.transfer_exclude))
 
 
 def _fit_lines(cols, t):
@@ -195,7 +193,8 @@ def _cached(specs: Specs, parts: tuple):
     """(kernel model, table rows) per chip, model, links, backend and partitions; a small
     process-wide memo (tables cost milliseconds to build, a sweep asks for them repeatedly)."""
     key = (specs.hardware, specs.model, specs.calibration.comm_efficiency,
-           specs.framework.kernel_tables, backend(specs), parts)
+           specs.framework.kernel_tables, backend(specs), specs.calibration.transfer_exclude,
+           parts)
     hit = _CACHE.get(key)
     if hit is None:
         if len(_CACHE) > 64:

@@ -72,7 +72,9 @@ class CalibrationSpec:
         the efficiencies above), measured (the chip's measured kernel tables for the framework's
         ``kernel_tables``), transfer (curves learned on the measured chips applied to this chip's
         spec-sheet peaks), auto (measured when the chip has tables, else transfer; roofline when
-        the framework names no kernel tables).
+        the framework names no kernel tables);
+    transfer_exclude: measured table sets (e.g. "h100_sxm") the transfer curves are fitted
+        without - to validate the transfer on a chip whose tables are held out.
     Defaults live in ``conf/calibration/``, never here.
     """
 
@@ -87,6 +89,7 @@ class CalibrationSpec:
     launch_overhead_s: float = 0.0
     name: str = "calibration"
     kernels: str = "roofline"
+    transfer_exclude: tuple = ()
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
 
     _group = "calibration"
