@@ -33,12 +33,14 @@ def main():
     ap.add_argument("--rate", type=float, default=0.0, help="rescale arrivals to this mean rate (0: as recorded)")
     ap.add_argument("--scheduler", default="vllm")
     ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.kernels=measured framework=vllm_v1")
     args = ap.parse_args()
     schema.register()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config")
+        cfg = compose(config_name="config", overrides=args.overrides)
     base = specs_from_config(cfg)
-    print(f"model {base.model.name}, hardware {base.hardware.name}, trace {args.trace}, "
+    print(f"model {base.model.name}, hardware {base.hardware.name}, kernels {base.calibration.kernels}"
+          f" ({base.framework.kernel_tables}), trace {args.trace}, "
           f"scheduler {args.scheduler}, rate {'as recorded' if not args.rate else args.rate}")
     print(f"{'requests':>9} {'wall s':>8} {'req/s':>8} {'cpu s':>7} {'req/cpu-s':>9} {'sim s':>9} {'iterations':>11} "
           f"{'TTFT p50/p99 ms':>17} {'TPOT p50/p99 ms':>16} {'batch':>6}")

@@ -31,13 +31,13 @@ BATCHES = list(range(1, 129))                      # every batch size 1..128
 CHUNKS = [0, 256, 512, 1024, 2048, 4096, 8192]
 
 
-def specs_for(model, hardware, prompt, output):
+def specs_for(model, hardware, prompt, output, extra=()):
     schema.register()
     experiments.register()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             f"model={model}", f"hardware={hardware}", "partition=tp1", "tracking=none",
-            f"workload.prompt_len={prompt}", f"workload.output_len={output}"])
+            f"workload.prompt_len={prompt}", f"workload.output_len={output}", *extra])
     return specs_from_config(cfg)
 
 
@@ -50,12 +50,14 @@ def main():
     ap.add_argument("--output", type=int, default=1024)
     ap.add_argument("--loop-sample", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.kernels=measured framework=trtllm")
     a = ap.parse_args()
-    s = specs_for(a.model, a.hardware, a.prompt, a.output)
+    s = specs_for(a.model, a.hardware, a.prompt, a.output, a.overrides)
     axes, dropped = pareto.grid(s, a.devices, BATCHES, CHUNKS, max_sp=a.devices)
     n = axes["tp"].size
     total = n + sum(dropped.values())
-    print(f"{a.model} on {a.devices} x {a.hardware}, prompt {a.prompt}, output {a.output}")
+    print(f"{a.model} on {a.devices} x {a.hardware}, prompt {a.prompt}, output {a.output}, "
+          f"kernels {s.calibration.kernels} ({s.framework.kernel_tables})")
     print(f"grid: {total:,} points = partitions x {len(BATCHES)} batches x {len(CHUNKS)} chunks; "
           f"{n:,} valid partitions' points evaluated; dropped: {dropped}")
 
