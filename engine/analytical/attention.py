@@ -50,11 +50,3 @@ def prefill_layer_pairs(model: ModelSpec, new_tokens, cached_len=0.0):
     if not lw:
         return L * full
     return (L - lw) * full + lw * _sum_min(c + 1, c + s, model.sliding_window)
-
-
-def decode_layer_pairs(model: ModelSpec, context_len):
-    """Layer-pairs of one decode token attending ``context_len`` positions: (L-Lw) n + Lw min(n, W)."""
-    L, lw = model.num_layers, model.sliding_window_layers
-    if not lw:
-        return L * context_len
-    return (L - lw) * context_len + lw * np.minimum(context_len, model.sliding_window)

@@ -7,11 +7,6 @@ Seconds; vectorised over numpy arrays.
 import numpy as np
 
 
-def roofline_time(flops, bytes_, flops_s, bytes_s):
-    """max(FLOP / (FLOP/s), bytes / (bytes/s)) [s]: the phase is as slow as its tighter roof."""
-    return np.maximum(flops / flops_s, bytes_ / bytes_s)
-
-
 def mean_of_max_affine(a0, a1, b0, b1, x0, x1):
     """Mean over x uniform on [x0, x1] of max(a0 + a1 x, b0 + b1 x), exactly.
 

@@ -110,35 +110,6 @@ def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, 
     return table, frontier, dropped
 
 
-def plot(table: pl.DataFrame, frontier: pl.DataFrame, path, title="",
-         x_metric="throughput_tok_s_per_gpu", y_metric="interactivity_tok_s_per_user"):
-    """Scatter of all points (grey) and the frontier coloured by winning partition, saved to
-    ``path`` (PNG) with matplotlib's Agg backend. Returns the path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    if table.height:
-        ax.scatter(table[x_metric], table[y_metric], s=4, c="0.8", label="all valid points")
-    for name in frontier["partition"].unique(maintain_order=True).to_list():
-        f = frontier.filter(pl.col("partition") == name)
-        ax.scatter(f[x_metric], f[y_metric], s=22, label=name)
-    if frontier.height:
-        ax.plot(frontier[x_metric], frontier[y_metric], c="k", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(x_metric.replace("_", " "))
-    ax.set_ylabel(y_metric.replace("_", " "))
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def with_partition(specs: Specs, tp, pp, ep, sp) -> Specs:
     """The specs with one partition replaced (for a point-wise re-check of a frontier point)."""
     return dataclasses.replace(specs, partition=dataclasses.replace(

@@ -11,7 +11,7 @@ g weights, so
 Source: Frantar et al., GPTQ (2022); OCP Microscaling Formats (MX) v1.0 (2023).
 """
 
-from engine.spec import DTYPE_BYTES, HardwareSpec, ModelSpec
+from engine.spec import DTYPE_BYTES, ModelSpec
 
 
 def weight_bytes_per_param(model: ModelSpec) -> float:
@@ -30,10 +30,3 @@ def kv_bytes_per_elem(model: ModelSpec) -> float:
 def activation_bytes_per_elem(model: ModelSpec) -> float:
     """Bytes per activation element moved between kernels and over links: DTYPE_BYTES[activation_dtype]."""
     return DTYPE_BYTES[model.activation_dtype]
-
-
-def peak_flops(hardware: HardwareSpec, model: ModelSpec) -> float:
-    """Dense peak FLOP/s for the model's math dtype (``ModelSpec.math_dtype``: the wider of weights
-    and activations unless ``compute_dtype`` says otherwise). fp8 x fp8 runs at the fp8 peak,
-    W4A16 at the bf16 peak."""
-    return hardware.peak_flops(model.math_dtype)

@@ -144,7 +144,6 @@ def op_shares(specs: Specs) -> dict:
     (all B prompts, single pass) and of a decode step at the mid-decode context:
     ``prefill_share_<class>`` and ``decode_share_<class>`` (fractions summing to 1)."""
     from engine.analytical.attention import prefill_layer_pairs
-    from engine.analytical.memory import kv_layer_positions
     from engine.analytical.step import StepModel
 
     w, p = specs.workload, specs.partition

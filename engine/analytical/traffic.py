@@ -45,17 +45,3 @@ def expected_experts_touched(num_experts, experts_per_token, tokens):
     (1 - k/E), so E[touched] = E * (1 - (1 - k/E)^T). T=1 gives k; T -> inf gives E.
     """
     return num_experts * (1.0 - np.power(1.0 - experts_per_token / num_experts, tokens))
-
-
-def weight_bytes_streamed(total_bytes, expert_bytes, embedding_bytes, num_experts, experts_per_token,
-                          tokens):
-    """Weight bytes one forward pass over ``tokens`` tokens streams from HBM.
-
-    All non-expert weights (the input embedding excepted: a lookup of ``tokens`` rows, ignored)
-    plus the routed experts actually touched: expert_bytes x E[touched]/E.
-    """
-    dense_part = total_bytes - expert_bytes - embedding_bytes
-    if num_experts:
-        frac = expected_experts_touched(num_experts, experts_per_token, tokens) / num_experts
-        return dense_part + expert_bytes * frac
-    return dense_part + 0.0 * tokens

@@ -101,7 +101,7 @@ def test_group_scale_bytes_and_math_dtype():
     assert m.math_dtype == "bf16"            # W4A16 dequantises to bf16
     fp8 = ModelSpec(**L8B, weight_dtype="fp8", activation_dtype="fp8")
     assert fp8.math_dtype == "fp8"
-    assert precision.peak_flops(HardwareSpec(**H100), fp8) == 1978.9e12
+    assert HardwareSpec(**H100).peak_flops(fp8.math_dtype) == 1978.9e12   # fp8 x fp8: the fp8 peak
     forced = ModelSpec(**L8B, weight_dtype="fp8", compute_dtype="fp8")
     assert forced.math_dtype == "fp8"
     s = run(mk(dict(L8B, weight_dtype="int4", weight_group_size=128))).summary
