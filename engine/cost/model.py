@@ -136,9 +136,9 @@ class _Transfer:
                                              f"{hw_name} has no {prec} peak on its sheet: {prec} kernels run at the "
                                              "fp8 / bf16 rate"))
 
-    def _op(self, cls, Tc, Tb, sc, sb):
+    def _op(self, cls, Tc, Tb, sc, sb, sx=1.0):
         th = self.fits[cls]["params"]
-        return transfer.op_time(th, Tc, Tb, np.maximum(sc, 1e-9), np.maximum(sb, 1e-9))
+        return transfer.op_time(th, Tc, Tb, np.maximum(sc, 1e-9), np.maximum(sb, 1e-9), np.maximum(sx, 1e-9))
 
     def gemm_s(self, m, n, k, dtype):
         cls = self.gemm_class[dtype]
@@ -158,7 +158,7 @@ class _Transfer:
     def attn_decode_s(self, batch, ctx, heads, kv_heads, head_dim, kv_dtype):
         F, Q = shapes.attn_decode(batch, ctx, heads, kv_heads, head_dim, kv_dtype)
         b, c = np.asarray(batch, float), np.asarray(ctx, float)
-        return self._op("attn_decode", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], c, b * c * kv_heads)
+        return self._op("attn_decode", F / self.pk["bf16"], Q / self.pk["hbm_bandwidth"], c, b * kv_heads, c)
 
     def mla_prefill_s(self, batch, isl, heads, dtype):
         F, Q = shapes.mla_prefill(batch, isl, heads, dtype)

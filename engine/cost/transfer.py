@@ -5,19 +5,29 @@ Operator model (one form for every compute/memory operator; units: seconds, FLOP
 
     T_c = F / P        ideal compute time at the chip's dense peak P (FLOP/s) for the op's precision
     T_b = Q / B        ideal memory time at the chip's HBM bandwidth B (byte/s)
-    t   = t0 + ( (T_c (1 + s_c0 / s_c) / eta_c)^q + (T_b (1 + s_b0 / s_b) / eta_b)^q )^(1/q)
+    t   = t0 + ( (T_c (1 + s_c0 / s_c) / eta_c)^q + (T_b (1 + s_b0 / s_b)(1 + s_x0 / s_x) / eta_b)^q )^(1/q)
 
 * ``t0``: a fixed launch/latency floor (s) — kernels never run faster than this;
 * ``eta_c``, ``eta_b``: the asymptotic achieved fraction of peak FLOP/s and of peak bandwidth;
 * ``s_c / (s_c + s_c0)`` and ``s_b / (s_b + s_b0)``: saturating size factors — efficiency rises with
   the work size s (GEMM: s_c = m tokens, s_b = n k weight elements; attention: s_c = sequence length,
   s_b = tokens or cached rows; MoE: s_c = tokens per expert) and is half its asymptote at s0;
+* decode attention has a second size factor on its memory term: s_b = parallel work units
+  (sequences x kv heads: too few cannot keep all memory channels busy) and s_x = the
+  context length (a fixed per-sequence cost, worth s_x0 tokens of KV reads); other ops have none;
 * ``q >= 1``: a smooth maximum of the two bounds (q -> infinity is the hard roofline max; q = 1 adds
   them, no overlap). The arithmetic intensity relative to the ridge point enters through T_c / T_b.
 
 Collectives (per GPU, ring algorithms; L = scale-up link bandwidth per direction, byte/s)::
 
-    t = a0 + a1 (n - 1) + bus_bytes / (L eta)      bus_bytes from engine.cost.shapes
+    alpha = a0 + a1 (n - 1)                 latency (s): fixed + per extra GPU
+    beta  = bus_bytes / (L eta)             transfer time (s); bus_bytes from engine.cost.shapes
+    t = alpha + beta + 2 gamma sqrt(alpha beta)
+
+The cross term is the cost of a chunked pipeline: with c chunks a pipelined collective takes
+about (alpha c + beta / c)... minimised at c = sqrt(beta / alpha), giving (sqrt(alpha) + sqrt(beta))^2
+= alpha + beta + 2 sqrt(alpha beta); gamma (fitted) scales that mid-size penalty (gamma = 0: the
+plain latency-bandwidth model). It is what makes mid-size messages slower than both asymptotes.
 
 Parameters are fitted on all measured chips at once (not per chip) by least squares on log time
 (soft-L1 loss, so a few odd kernels do not pull the curve), per framework and op class, from the
@@ -31,14 +41,22 @@ from engine.cost import shapes
 from engine.cost.derive import GRIDS, PEAK_KEYS
 
 #: Parameter names of the operator model and of the collective model, in vector order.
-OP_PARAMS = ("t0", "eta_c", "eta_b", "q", "s_c0", "s_b0")
-COMM_PARAMS = ("a0", "a1", "eta")
-_OP_LO = np.log([1e-7, 0.01, 0.01, 1.0, 1e-3, 1e-3])
-_OP_HI = np.log([2e-4, 1.5, 1.5, 12.0, 1e12, 1e14])
-_OP_X0 = np.log([8e-6, 0.7, 0.7, 3.0, 10.0, 1e5])
-_COMM_LO, _COMM_HI, _COMM_X0 = np.log([1e-7, 1e-9, 0.01]), np.log([1e-3, 1e-4, 1.5]), np.log([1e-5, 1e-6, 0.6])
+OP_PARAMS = ("t0", "eta_c", "eta_b", "q", "s_c0", "s_b0", "s_x0")
+COMM_PARAMS = ("a0", "a1", "eta", "gamma")
+_OP_LO = np.log([1e-7, 0.01, 0.01, 1.0, 1e-3, 1e-3, 1e-3])
+_OP_HI = np.log([2e-4, 1.5, 1.5, 12.0, 1e12, 1e14, 1e6])
+_OP_X0 = np.log([8e-6, 0.7, 0.7, 3.0, 10.0, 1e5, 100.0])
+#: Op classes with the second memory size factor (s_x0, s_x = context length).
+X_CLASSES = ("attn_decode",)
+_COMM_LO, _COMM_HI, _COMM_X0 = (np.log([1e-7, 1e-9, 0.01, 1e-3]), np.log([1e-3, 1e-4, 3.0, 10.0]),
+                                np.log([1e-5, 1e-6, 0.6, 0.5]))
 #: Points per chip per fit (a deterministic stride through the measured grid points).
-MAX_POINTS_PER_CHIP = 1500
+MAX_POINTS_PER_CHIP = 800
+#: Collective curves are fitted on chips with a peer-to-peer scale-up fabric only (NVLink-class,
+#: >= 100 GB/s per direction). L40S (PCIe, no NVLink) is left out: its measured 8-GPU all-reduce
+#: reaches ~2 GB/s bus bandwidth, 16x below its PCIe figure (host-staged), so its times say nothing
+#: about a link's spec bandwidth.
+MIN_FABRIC_BYTES_S = 100e9
 GEMM_CLASSES = ("bf16", "fp8", "fp8_block", "int8_wo", "int4_wo", "nvfp4")
 OP_CLASSES = GEMM_CLASSES + ("attn_prefill", "attn_decode", "mla_prefill", "mla_decode", "moe")
 COMM_CLASSES = ("all_reduce", "all_gather", "alltoall")
@@ -56,18 +74,22 @@ def peak(peaks: dict, precision: str) -> float:
     raise KeyError(precision)
 
 
-def op_time(theta: dict, Tc, Tb, sc, sb):
-    """The operator model above (seconds) for ideal times Tc, Tb (s) and sizes sc, sb."""
+def op_time(theta: dict, Tc, Tb, sc, sb, sx=None):
+    """The operator model above (seconds) for ideal times Tc, Tb (s) and sizes sc, sb (, sx)."""
     q = theta["q"]
     c = Tc * (1.0 + theta["s_c0"] / sc) / theta["eta_c"]
     b = Tb * (1.0 + theta["s_b0"] / sb) / theta["eta_b"]
+    if "s_x0" in theta:
+        b = b * (1.0 + theta["s_x0"] / sx)
     m = np.maximum(c, b)
     return theta["t0"] + m * np.power(np.power(c / m, q) + np.power(b / m, q), 1.0 / q)
 
 
 def comm_time(theta: dict, bus_bytes, n_gpus, link_bytes_s: float):
     """Collective model above (seconds)."""
-    return theta["a0"] + theta["a1"] * (np.asarray(n_gpus, dtype=float) - 1.0) + bus_bytes / (link_bytes_s * theta["eta"])
+    alpha = theta["a0"] + theta["a1"] * (np.asarray(n_gpus, dtype=float) - 1.0)
+    beta = np.asarray(bus_bytes, dtype=float) / (link_bytes_s * theta["eta"])
+    return alpha + beta + 2.0 * theta.get("gamma", 0.0) * np.sqrt(alpha * beta)
 
 
 def chip_peaks(tables: dict, chip: str) -> dict:
@@ -83,7 +105,7 @@ def _stride(n: int) -> np.ndarray:
 
 
 def op_points(tables: dict, chip: str, fw: str, cls: str, thin: bool = True):
-    """Measured grid points of one op class on one chip: (Tc, Tb, sc, sb, t) arrays, or None.
+    """Measured grid points of one op class on one chip: (Tc, Tb, sc, sb, sx, t) arrays, or None.
 
     Ideal times use the chip's own peaks. ``thin`` keeps at most MAX_POINTS_PER_CHIP points.
     """
@@ -100,7 +122,7 @@ def op_points(tables: dict, chip: str, fw: str, cls: str, thin: bool = True):
         m, n, k, t = m[ok].astype(float), n[ok].astype(float), k[ok].astype(float), a[ok].astype(float)
         F, Q = shapes.gemm(m, n, k, cls)
         P = peak(pk, shapes.GEMM_DTYPES[cls][0])
-        rows.append((F / P, Q / B, m, n * k, t))
+        rows.append((F / P, Q / B, m, n * k, np.ones_like(t), t))
     elif cls in ("attn_prefill", "attn_decode"):
         bg, lg = GRIDS[f"{cls}/batch"], GRIDS[f"{cls}/len"]
         for kv in ("bf16", "fp8"):
@@ -115,8 +137,8 @@ def op_points(tables: dict, chip: str, fw: str, cls: str, thin: bool = True):
                     b, s, t = b[ok].astype(float), s[ok].astype(float), a[ok].astype(float)
                     fn = shapes.attn_prefill if cls == "attn_prefill" else shapes.attn_decode
                     F, Q = fn(b, s, h, g, hd, kv)
-                    sb = b * s if cls == "attn_prefill" else b * s * g
-                    rows.append((F / pk["bf16"], Q / B, s, sb, t))
+                    sb = b * s if cls == "attn_prefill" else b * g
+                    rows.append((F / pk["bf16"], Q / B, s, sb, s, t))
     elif cls in ("mla_prefill", "mla_decode"):
         for kv in ("bf16", "fp8"):
             key = f"{chip}/{fw}/{cls}/{kv}"
@@ -128,7 +150,7 @@ def op_points(tables: dict, chip: str, fw: str, cls: str, thin: bool = True):
             h, b, s, t = h[ok].astype(float), b[ok].astype(float), s[ok].astype(float), a[ok].astype(float)
             fn = shapes.mla_prefill if cls == "mla_prefill" else shapes.mla_decode
             F, Q = fn(b, s, h, kv)
-            rows.append((F / pk["bf16"], Q / B, s, b * s, t))
+            rows.append((F / pk["bf16"], Q / B, s, b * s, s, t))
     elif cls == "moe":
         for dt in shapes.MOE_DTYPES:
             key = f"{chip}/{fw}/moe/{dt}"
@@ -137,10 +159,10 @@ def op_points(tables: dict, chip: str, fw: str, cls: str, thin: bool = True):
             for cfg, a in zip(tables[key + "/configs"].tolist(), tables[key]):
                 Tc, Tb, sc, sb = moe_ideal(pk, np.asarray(GRIDS["moe/tokens"], float), *cfg, dt)
                 ok = np.isfinite(a)
-                rows.append((Tc[ok], Tb[ok], sc[ok], sb[ok], a[ok].astype(float)))
+                rows.append((Tc[ok], Tb[ok], sc[ok], sb[ok], np.ones(int(ok.sum())), a[ok].astype(float)))
     if not rows:
         return None
-    out = [np.concatenate([r[i] for r in rows]) for i in range(5)]
+    out = [np.concatenate([r[i] for r in rows]) for i in range(6)]
     if thin:
         idx = _stride(len(out[0]))
         out = [x[idx] for x in out]
@@ -175,16 +197,18 @@ def comm_points(tables: dict, chip: str, fw: str, cls: str):
 
 # ---- fitting ------------------------------------------------------------------------------------
 
-def _fit_op(pts):
-    Tc, Tb, sc, sb, t = pts
+def _fit_op(pts, with_x: bool):
+    Tc, Tb, sc, sb, sx, t = pts
     lt = np.log(t)
+    k = len(OP_PARAMS) if with_x else len(OP_PARAMS) - 1
+    names = OP_PARAMS[:k]
 
     def res(x):
-        th = dict(zip(OP_PARAMS, np.exp(x)))
-        return np.log(op_time(th, Tc, Tb, sc, sb)) - lt
+        th = dict(zip(names, np.exp(x)))
+        return np.log(op_time(th, Tc, Tb, sc, sb, sx)) - lt
 
-    r = least_squares(res, _OP_X0, bounds=(_OP_LO, _OP_HI), loss="soft_l1", f_scale=0.2, max_nfev=200)
-    return dict(zip(OP_PARAMS, np.exp(r.x).tolist())), float(np.median(np.abs(r.fun)))
+    r = least_squares(res, _OP_X0[:k], bounds=(_OP_LO[:k], _OP_HI[:k]), loss="soft_l1", f_scale=0.2, max_nfev=100)
+    return dict(zip(names, np.exp(r.x).tolist())), float(np.median(np.abs(r.fun)))
 
 
 def _fit_comm(pts):
@@ -195,7 +219,7 @@ def _fit_comm(pts):
         th = dict(zip(COMM_PARAMS, np.exp(x)))
         return np.log(comm_time(th, bus, n, link)) - lt
 
-    r = least_squares(res, _COMM_X0, bounds=(_COMM_LO, _COMM_HI), loss="soft_l1", f_scale=0.2, max_nfev=200)
+    r = least_squares(res, _COMM_X0, bounds=(_COMM_LO, _COMM_HI), loss="soft_l1", f_scale=0.2, max_nfev=100)
     return dict(zip(COMM_PARAMS, np.exp(r.x).tolist())), float(np.median(np.abs(r.fun)))
 
 
@@ -203,14 +227,15 @@ def fit_class(tables: dict, fw: str, cls: str, chips) -> dict | None:
     """Fit one op class of one framework on ``chips`` at once. Returns {"params", "chips",
     "points", "median_abs_log_error"} or None when no chip has the class."""
     if cls in COMM_CLASSES:
-        parts = [(c, comm_points(tables, c, fw, cls)) for c in chips]
+        parts = [(c, comm_points(tables, c, fw, cls)) for c in chips
+                 if chip_peaks(tables, c)["scaleup_bandwidth"] >= MIN_FABRIC_BYTES_S]
     else:
         parts = [(c, op_points(tables, c, fw, cls)) for c in chips]
     parts = [(c, p) for c, p in parts if p is not None and len(p[0])]
     if not parts:
         return None
     pts = tuple(np.concatenate([p[i] for _, p in parts]) for i in range(len(parts[0][1])))
-    params, err = (_fit_comm if cls in COMM_CLASSES else _fit_op)(pts)
+    params, err = _fit_comm(pts) if cls in COMM_CLASSES else _fit_op(pts, cls in X_CLASSES)
     return {"params": params, "chips": [c for c, _ in parts], "points": int(len(pts[0])),
             "median_abs_log_error": err}
 
