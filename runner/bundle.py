@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from runner import runs
+from runner import runs, tracking
 
 CONFIG = "bundle.yaml"
 EXPECTED = "expected.json"
@@ -222,10 +222,10 @@ def bundle_cli(argv=None) -> None:
                                 "one MLflow run (config, trace, command, versions, expected metrics).")
     p.add_argument("run_id")
     p.add_argument("-o", "--out", type=Path, required=True, help="bundle directory (new or empty)")
-    p.add_argument("--uri", help=f"tracking URI (default $MLFLOW_TRACKING_URI or {runs.DEFAULT_URI})")
+    p.add_argument("--uri", help=f"tracking URI (default $MLFLOW_TRACKING_URI or {tracking.DEFAULT_URI})")
     a = p.parse_args(argv)
     try:
-        out = make(a.uri or runs.default_uri(), a.run_id, a.out)
+        out = make(a.uri or tracking.default_uri(), a.run_id, a.out)
     except runs.SelectionError as e:
         sys.exit(f"simllm-bundle: {e}")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -187,6 +187,7 @@ def run(args) -> dict:
     if not args.no_tracking:
         from runner import tracking
 
+        args.tracking_uri = args.tracking_uri or tracking.default_uri()
         summary = {f"err_before_{_key(k)}": v for k, v in fit.errors_before.items()}
         summary.update({f"err_after_{_key(k)}": v for k, v in fit.errors_after.items()})
         params = {**{k: v for k, v in fit.params.items()}, "data_path": m.path, "data_sha256": m.sha256,
@@ -219,7 +220,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "calibrations"))
     ap.add_argument("--force", action="store_true", help="overwrite existing YAMLs")
     ap.add_argument("--no-tracking", action="store_true")
-    ap.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}")
+    ap.add_argument("--tracking-uri", default=None,
+                    help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///outputs/mlflow.db)")
     ap.add_argument("--experiment", default="calibration")
     return ap
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from engine.result import metric
 from runner import outputs
 
 
@@ -67,9 +68,10 @@ class SweepTracking(Callback):
             elif (d / outputs.SUMMARY).exists():
                 doc = json.loads((d / outputs.SUMMARY).read_text())
                 s = doc["summary"]
-                done.append({"job": d.name, "overrides": " ".join(doc.get("overrides", [])),
-                             "TTFT ms": _f(s.get("ttft_ms_p50")), "TPOT ms": _f(s.get("tpot_ms_p50")),
-                             "tok/s": _f(s.get("throughput_tok_s"), 0), "bound": s.get("bound")})
+                row = {"job": d.name, "overrides": " ".join(doc.get("overrides", []))}
+                for m in map(metric, _MULTIRUN_COLUMNS):
+                    row[m.label] = s.get(m.name) if m.text else _f(s.get(m.name), m.digits)
+                done.append(row)
         print(f"\nsimllm multirun: {len(done)} done, {len(failed)} failed, {len(skipped)} skipped "
               f"({sweep_dir})")
         if len(done) <= 40:
@@ -98,6 +100,10 @@ def _overrides(job_dir: Path) -> str:
     from omegaconf import OmegaConf
 
     return " ".join(str(o) for o in OmegaConf.load(path))
+
+
+#: The columns of the multirun summary (labels and decimals from engine.result.METRICS).
+_MULTIRUN_COLUMNS = ("ttft_ms_p50", "tpot_ms_p50", "throughput_tok_s", "bound")
 
 
 def _f(v, nd=2):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
+from engine.result import METRICS, unit_of
 from runner import runs
+
 
 def _fmt(v) -> str:
     if v is None:
@@ -91,11 +93,14 @@ def _metric_section(mc) -> list[str]:
 
 
 def _metric_table(changes) -> list[str]:
-    lines = ["| metric | A | B | change |", "|---|---:|---:|---:|"]
-    for k, x, y in changes:
+    """The headline metrics (engine.result.METRICS order) first, then the rest by name; each with
+    its unit (the registry's, or the one its name states)."""
+    order = {m.name: i for i, m in enumerate(METRICS)}
+    lines = ["| metric | unit | A | B | change |", "|---|---|---:|---:|---:|"]
+    for k, x, y in sorted(changes, key=lambda c: (order.get(c[0], len(order)), c[0])):
         rel = (f"{(y - x) / abs(x) * 100:+.2f} %" if isinstance(x, float) and isinstance(y, float)
                and x else "")
-        lines.append(f"| {k} | {_fmt(x)} | {_fmt(y)} | {rel} |")
+        lines.append(f"| {k} | {unit_of(k)} | {_fmt(x)} | {_fmt(y)} | {rel} |")
     return lines
 
 

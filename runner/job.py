@@ -101,19 +101,16 @@ def _fmt(v, nd=2):
 def summary_line(cfg: DictConfig, s: dict) -> dict:
     """The short row printed per job (and per job of a multirun). A DES run shows its request
     count and p50/p99 latencies instead of the static batch of the analytical view."""
+    from engine.result import row_metrics
+
     row = {"hardware": cfg.hardware.name, "model": cfg.model.name,
            "tp": cfg.partition.tp, "pp": cfg.partition.pp}
-    if cfg.engine.name == "des":
-        row.update({"requests": s.get("num_requests"),
-                    "TTFT p50 ms": _fmt(s.get("ttft_ms_p50")), "TTFT p99 ms": _fmt(s.get("ttft_ms_p99")),
-                    "TPOT p50 ms": _fmt(s.get("tpot_ms_p50")), "TPOT p99 ms": _fmt(s.get("tpot_ms_p99"))})
-    else:
+    if cfg.engine.name != "des":
         row.update({"batch": cfg.workload.batch_size, "prompt": cfg.workload.prompt_len,
-                    "output": cfg.workload.output_len,
-                    "TTFT ms": _fmt(s.get("ttft_ms_p50")), "TPOT ms": _fmt(s.get("tpot_ms_p50"))})
-    row.update({"tok/s": _fmt(s.get("throughput_tok_s"), 0),
-                "tok/s/gpu": _fmt(s.get("throughput_tok_s_per_gpu"), 0),
-                "bound": s.get("bound"), "fits": s.get("fits_in_memory")})
+                    "output": cfg.workload.output_len})
+    for m in row_metrics(cfg.engine.name):   # engine.result.METRICS: labels, decimals, which engine
+        v = s.get(m.name)
+        row[m.label] = v if m.text or isinstance(v, bool) else _fmt(v, m.digits)
     return row
 
 

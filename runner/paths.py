@@ -38,12 +38,13 @@ def shared_file(*parts: str, value=None) -> Path:
 
 def display(path: str | os.PathLike) -> str:
     """``path`` as written into shipped files: ``$SIMLLM_SHARED_DATA/...`` under an overridden
-    root, else relative to the project root (``../shared/data/reference/measured_dev.csv``)."""
-    p = Path(path).resolve()
+    root, ``../shared/data/...`` under the default one (also when it is a symbolic link, as CI
+    lays it out), else relative to the project root."""
+    p = Path(os.path.abspath(path))
     env = os.environ.get(ENV)
-    if env:
-        try:
-            return f"${ENV}/{p.relative_to(Path(env).expanduser().resolve()).as_posix()}"
-        except ValueError:
-            pass
-    return Path(os.path.relpath(p, ROOT)).as_posix()
+    shared = Path(os.path.abspath(os.path.expanduser(env) if env else ROOT / _default_value()))
+    try:
+        rel = p.resolve().relative_to(shared.resolve())
+    except ValueError:
+        return Path(os.path.relpath(p, ROOT)).as_posix()
+    return f"${ENV}/{rel.as_posix()}" if env else Path(os.path.relpath(shared / rel, ROOT)).as_posix()

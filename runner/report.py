@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runner import plots, runs
+from engine.result import report_metrics
+from runner import plots, runs, tracking
 
 #: Param keys never shown as swept (free text that changes with the option chosen).
 _TEXT_KEYS = ("description", "source", "provenance")
@@ -32,15 +33,10 @@ _LOAD_KEYS = ("rate_rps", "arrival_rate", "request_rate", "qps", "concurrency", 
 _LOAD_UNITS = {"rate_rps": "requests/s", "arrival_rate": "requests/s", "request_rate": "requests/s",
                "qps": "requests/s", "concurrency": "users", "max_concurrency": "users",
                "num_users": "users", "batch_size": "sequences"}
-#: (column, metric) of the sensitivity table after the swept params.
-_METRICS = (("TTFT ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT ms", "tpot_ms_p50"),
-            ("TPOT p99 ms", "tpot_ms_p99"), ("tok/s", "throughput_tok_s"),
-            ("tok/s/GPU", "throughput_tok_s_per_gpu"), ("tok/s/user", "interactivity_tok_s_per_user"),
-            # runs of the analytical Pareto sweep (engine.analytical.pareto.enabled): its extremes
-            ("max tok/s/GPU", "max_throughput_tok_s_per_gpu"),
-            ("max tok/s/user", "max_interactivity_tok_s_per_user"))
-#: (column, tag) of string results; a column is shown only where some run has the tag.
-_TAGS = (("best partition", "summary.max_throughput_partition"), ("bound", "summary.bound"))
+#: (column, metric) and (column, tag) of the sensitivity table after the swept params: the
+#: registry's report metrics (engine.result.METRICS); text results are ``summary.*`` tags.
+_METRICS = tuple((m.label, m.name) for m in report_metrics() if not m.text)
+_TAGS = tuple((m.label, f"summary.{m.name}") for m in report_metrics() if m.text)
 
 
 def swept_params(df: pl.DataFrame) -> list[str]:
@@ -337,7 +333,7 @@ def _html(path: Path, title: str, head: str, sections, table: pl.DataFrame) -> N
 
 def log_report(uri: str, df: pl.DataFrame, out: Path, title: str, parent: str | None) -> str:
     """Log the report directory as the artifacts of a new run (tag simllm.role=report)."""
-    c = runs.client(uri)
+    c = tracking.client(uri)
     tags = {runs.ROLE_TAG: "report", "simllm.report_of": title[:5000],
             "simllm.report_runs": ",".join(df["run_id"].to_list())[:5000]}
     if parent:
@@ -359,7 +355,7 @@ def _args(argv):
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two runs, sweeps or "
                    "git commits (with --experiment)")
     p.add_argument("--uri", default=None, help=f"tracking URI (default $MLFLOW_TRACKING_URI or "
-                   f"{runs.DEFAULT_URI})")
+                   f"{tracking.DEFAULT_URI})")
     p.add_argument("-o", "--out", type=Path, help="report directory (default outputs/reports/...)")
     p.add_argument("--html", action="store_true", help="also write a self-contained report.html")
     p.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
@@ -368,7 +364,7 @@ def _args(argv):
 
 def main(argv=None) -> int:
     a = _args(argv)
-    uri = a.uri or runs.default_uri()
+    uri = a.uri or tracking.default_uri()
     t0 = time.perf_counter()
     try:
         if a.compare:

@@ -2,18 +2,18 @@
 
 A *selection* is the job runs of an experiment, of one sweep (its parent run id or its sweep id),
 of one git commit, or a list of run ids; sweep parents and report runs are left out, and only
-FINISHED runs count. ``mlflow.search_runs`` returns pandas; it becomes polars here, once.
-MLflow is imported lazily (it costs seconds).
+FINISHED runs count. The runs come from runner.tracking (the one MLflow module, MlflowClient
+only) as flat rows and become one polars DataFrame here.
 """
 
 import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
-DEFAULT_URI = "sqlite:///outputs/mlflow.db"
+from runner import tracking
+
 ROLE_TAG = "simllm.role"
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
@@ -22,46 +22,16 @@ class SelectionError(ValueError):
     """The experiment, sweep, commit or run asked for matches nothing."""
 
 
-def default_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
-
-
-def client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-@contextmanager
-def _tracking_uri(uri: str):
-    """mlflow.search_runs reads the global tracking URI, and set_tracking_uri also exports
-    MLFLOW_TRACKING_URI (which conf/tracking/mlflow.yaml reads): set both back afterwards."""
-    import mlflow
-    from mlflow.tracking._tracking_service import utils
-
-    old, env = getattr(utils, "_tracking_uri", None), os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield mlflow
-    finally:
-        mlflow.set_tracking_uri(old)
-        if env is not None:
-            os.environ["MLFLOW_TRACKING_URI"] = env
-
-
 def _search(uri: str, filter_string: str = "", experiment_ids=None) -> pl.DataFrame:
-    kw = {"experiment_ids": experiment_ids} if experiment_ids else {"search_all_experiments": True}
-    with _tracking_uri(uri) as mlflow:
-        pdf = mlflow.search_runs(filter_string=filter_string, output_format="pandas", **kw)
-    if pdf.empty:
+    rows = tracking.search_runs(uri, filter_string, experiment_ids)
+    if not rows:
         return pl.DataFrame()
-    # params/tags are strings or None; make object columns explicit strings for polars.
-    for c in pdf.columns:
-        if c.startswith(("params.", "tags.")):
-            pdf[c] = pdf[c].astype("string")
-        elif hasattr(pdf[c], "dt") and getattr(pdf[c].dt, "tz", None) is not None:
-            pdf[c] = pdf[c].dt.tz_convert(None)  # UTC, naive: polars takes it without a warning
-    return pl.from_pandas(pdf)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    schema = {k: (pl.Float64 if k.startswith("metrics.") else
+                  pl.Int64 if k in ("start_time", "end_time") else pl.String) for k in keys}
+    df = pl.from_dicts(rows, schema=schema)
+    # naive UTC datetimes, as the run listing shows them
+    return df.with_columns(pl.from_epoch(c, time_unit="ms") for c in ("start_time", "end_time"))
 
 
 def _jobs_only(df: pl.DataFrame, dedupe: bool) -> pl.DataFrame:
@@ -77,7 +47,7 @@ def _jobs_only(df: pl.DataFrame, dedupe: bool) -> pl.DataFrame:
 
 
 def experiment_ids(uri: str, name_or_id: str) -> list[str]:
-    c = client(uri)
+    c = tracking.client(uri)
     exp = c.get_experiment_by_name(name_or_id)
     if exp is None and name_or_id.isdigit():
         try:
@@ -93,7 +63,7 @@ def sweep_runs(uri: str, sweep: str, dedupe: bool = True) -> pl.DataFrame:
     """Job runs of a sweep given by its parent run id or (the end of) its sweep id/dir."""
     if _HEX32.match(sweep):
         try:
-            parent = client(uri).get_run(sweep)
+            parent = tracking.client(uri).get_run(sweep)
         except Exception:  # noqa: BLE001
             parent = None
         if parent is not None:
@@ -149,7 +119,7 @@ def resolve(uri: str, target: str, experiment: str | None = None) -> tuple[str, 
     a git commit (with ``experiment``) or an experiment name."""
     if _HEX32.match(target):
         try:
-            run = client(uri).get_run(target)
+            run = tracking.client(uri).get_run(target)
         except Exception:  # noqa: BLE001
             run = None
         if run is not None:
@@ -171,7 +141,7 @@ def artifact(uri: str, run_id: str, name: str, dst: Path) -> Path | None:
     dst.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
-        return Path(client(uri).download_artifacts(run_id, name, str(dst)))
+        return Path(tracking.client(uri).download_artifacts(run_id, name, str(dst)))
     except Exception:  # noqa: BLE001 - absent artifact, or a store without artifacts
         return None
 

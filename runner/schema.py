@@ -11,6 +11,8 @@ from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from runner.tracking import DEFAULT_URI
+
 #: Default unit of each quantity field when it is given as a bare number.
 UNITS = {
     "hardware.peak_bf16": "TFLOPS", "hardware.peak_fp8": "TFLOPS", "hardware.peak_int8": "TOPS",
@@ -291,7 +293,7 @@ class EngineSchema:
 @dataclass
 class TrackingSchema:
     enabled: bool = True
-    uri: str = "sqlite:///outputs/mlflow.db"
+    uri: str = DEFAULT_URI  # runner.tracking: the one default store
     experiment: str = "simllm"
     run_name: Optional[str] = None
     tags: dict = field(default_factory=dict)

@@ -1,4 +1,9 @@
-"""MLflow logging of one job (imported lazily: ``import mlflow`` costs seconds).
+"""The one MLflow module: the default tracking URI, the client, logging a job, reading runs back.
+
+Everything goes through ``MlflowClient(tracking_uri=...)`` (public API; the process-wide tracking
+URI is never changed). ``import mlflow`` costs seconds: it happens inside the functions. Every
+key of a job's summary is logged (numbers as metrics, text as ``summary.<name>`` tags): no list of
+metrics to extend (engine.result.METRICS only says how tables show them).
 
 Every call that writes goes through ``_retry``: SQLite stores shared by parallel jobs answer
 "database is locked" under contention, and a tracking server can drop a request; both are retried
@@ -16,6 +21,10 @@ from pathlib import Path
 # has chosen otherwise (it costs time per call and cluster nodes are often offline).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+#: The default tracking store (relative to the working directory), unless $MLFLOW_TRACKING_URI is
+#: set: conf/tracking/mlflow.yaml and every tool's --uri/--tracking-uri default are this.
+DEFAULT_URI = "sqlite:///outputs/mlflow.db"
+
 PARENT_ENV = "SIMLLM_MLFLOW_PARENT_RUN_ID"
 EXPERIMENT_ENV = "SIMLLM_MLFLOW_EXPERIMENT_ID"
 SWEEP_ENV = "SIMLLM_SWEEP_ID"
@@ -27,6 +36,11 @@ DOWN_ENV = "SIMLLM_TRACKING_DOWN"
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000
 _RETRIES = 8
+
+
+def default_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else DEFAULT_URI."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
 
 
 def _transient(e: Exception) -> bool:
@@ -61,6 +75,11 @@ def _client(uri: str):
         _retry(client.search_experiments, max_results=1)  # creates and migrates a new store
         _wal(path)
     return client
+
+
+def client(uri: str):
+    """The MlflowClient of ``uri`` (one per URI per process)."""
+    return _client(uri)
 
 
 def _wal(path: Path) -> None:
@@ -191,3 +210,40 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
         finally:
             raise
     return rid
+
+
+def _experiment_ids(c) -> list[str]:
+    """Ids of all active experiments of the store (paged)."""
+    out, token = [], None
+    while True:
+        page = _retry(c.search_experiments, max_results=1000, page_token=token)
+        out += [e.experiment_id for e in page]
+        token = page.token
+        if not token:
+            return out
+
+
+def search_runs(uri: str, filter_string: str = "", experiment_ids=None) -> list[dict]:
+    """Runs matching ``filter_string`` (MLflow's search syntax) in ``experiment_ids`` (default: all
+    experiments), newest first, as flat rows: run_id, experiment_id, status, artifact_uri,
+    start_time / end_time (ms since the epoch), ``params.*``, ``metrics.*`` (latest value),
+    ``tags.*``."""
+    c = _client(uri)
+    ids = list(experiment_ids) if experiment_ids else _experiment_ids(c)
+    if not ids:
+        return []
+    rows, token = [], None
+    while True:
+        page = _retry(c.search_runs, ids, filter_string=filter_string, max_results=5000,
+                      order_by=["attributes.start_time DESC"], page_token=token)
+        for r in page:
+            i, d = r.info, r.data
+            row = {"run_id": i.run_id, "experiment_id": i.experiment_id, "status": i.status,
+                   "artifact_uri": i.artifact_uri, "start_time": i.start_time, "end_time": i.end_time}
+            row.update({f"params.{k}": v for k, v in d.params.items()})
+            row.update({f"metrics.{k}": v for k, v in d.metrics.items()})
+            row.update({f"tags.{k}": v for k, v in d.tags.items()})
+            rows.append(row)
+        token = page.token
+        if not token:
+            return rows

@@ -49,6 +49,8 @@ def test_display_is_relative(monkeypatch, tmp_path):
     # beside the checkout: ../shared/data/... (what conf/calibration/default.yaml names)
     assert paths.display(ROOT.parent / "shared" / "data" / "reference" / "measured_dev.csv") == \
         "../shared/data/reference/measured_dev.csv"
+    assert paths.display((ROOT.parent / "shared" / "data").resolve() / "reference" / "m.csv") == \
+        "../shared/data/reference/m.csv"                         # a linked root, given resolved
     assert paths.display(ROOT / "conf" / "calibration" / "x.yaml") == "conf/calibration/x.yaml"
     monkeypatch.setenv(paths.ENV, str(tmp_path))
     assert paths.display(tmp_path / "reference" / "m.csv") == "$SIMLLM_SHARED_DATA/reference/m.csv"
