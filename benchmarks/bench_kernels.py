@@ -12,6 +12,10 @@ of |predicted / measured - 1| for
 * measured  — interpolation self-consistency: every other interior grid point along the main size
               axis (GEMM m, attention length, MoE tokens, message bytes) is removed and predicted by
               log-space interpolation from its neighbours (the measured backend's own method);
+* anchored  — the "anchored" backend with the held-out chip excluded: the nearest other measured
+              chip's tables x the transfer model's time ratio (held-out chip / anchor);
+* no twin   — anchored, also excluding the held-out chip's twin (h100_sxm <-> h200_sxm, same GPU
+              die and peaks; b200_sxm <-> gb200), as for a chip with no close measured relative;
 * roofline  — max(F / (P x 0.688), Q / (B x 0.623)), the project's default global efficiencies
               (collectives: bus bytes / (link x 0.449) + (n - 1) x 2 us).
 
@@ -98,6 +102,66 @@ def measured_errors(t, chip, fw, cls):
         for k in (f"{chip}/nccl/all_reduce", f"{chip}/{fw}/custom_allreduce"):
             if k in t:
                 errs.append(_holdout(t[k], (GRIDS["comm/n_gpus"], GRIDS["comm/bytes"]), (0.0, 1.0), 1))
+    return np.concatenate(errs) if errs else []
+
+
+def _hw(t, chip):
+    pk = transfer.chip_peaks(t, chip)
+    val = lambda v: None if not np.isfinite(v) else float(v)
+    return HardwareSpec(name=chip, peak_flops_bf16=pk["bf16"], peak_flops_fp8=val(pk["fp8"]), peak_flops_fp4=val(pk["fp4"]),
+                        peak_flops_int8=val(pk["int8"]), hbm_capacity_bytes=80e9, hbm_bandwidth_bytes_s=pk["hbm_bandwidth"],
+                        scaleup_bandwidth_bytes_s=val(pk["scaleup_bandwidth"]), devices_per_node=8)
+
+
+TWINS = {"h100_sxm": "h200_sxm", "h200_sxm": "h100_sxm", "b200_sxm": "gb200", "gb200": "b200_sxm"}
+
+
+def anchored_errors(t, chip, fw, cls, exclude=None):
+    """Relative errors of the anchored backend (held-out chip excluded) on the chip's grid points."""
+    km = kernel_model(_hw(t, chip), fw, "anchored", exclude=exclude or (chip,))
+    errs = []
+    if cls in ("bf16", "fp8", "fp8_block", "nvfp4"):
+        k = f"{chip}/{fw}/gemm/{cls}"
+        if k not in t:
+            return []
+        m = np.asarray(GRIDS["gemm/m"], float)
+        for j, n in enumerate(GRIDS["gemm/n"]):
+            for l, kk in enumerate(GRIDS["gemm/k"]):
+                col = t[k][:, j, l].astype(float)
+                ok = np.isfinite(col)
+                if ok.any():
+                    errs.append(km.gemm_s(m[ok], n, kk, cls) / col[ok] - 1)
+    elif cls in ("attn_prefill", "attn_decode"):
+        fn = km.attn_prefill_s if cls == "attn_prefill" else km.attn_decode_s
+        b, L = np.meshgrid(GRIDS[f"{cls}/batch"], GRIDS[f"{cls}/len"], indexing="ij")
+        for k in [k for k in t if k.startswith(f"{chip}/{fw}/{cls}/") and k.count("/") == 4]:
+            kv, hd = k.split("/")[3], int(k.split("/")[4][2:])
+            for (h, g), a in zip(t[k + "/combos"].tolist(), t[k]):
+                ok = np.isfinite(a)
+                errs.append(fn(b[ok], L[ok], h, g, hd, kv) / a[ok] - 1)
+    elif cls in ("mla_prefill", "mla_decode"):
+        fn = km.mla_prefill_s if cls == "mla_prefill" else km.mla_decode_s
+        b, L = np.meshgrid(GRIDS[f"{cls}/batch"], GRIDS[f"{cls}/len"], indexing="ij")
+        for k in [k for k in t if k.startswith(f"{chip}/{fw}/{cls}/") and not k.endswith("version")]:
+            for hi, h in enumerate(GRIDS["mla/heads"]):
+                a = t[k][hi]
+                ok = np.isfinite(a)
+                errs.append(fn(b[ok], L[ok], h, k.split("/")[-1]) / a[ok] - 1)
+    elif cls == "moe":
+        tok = np.asarray(GRIDS["moe/tokens"], float)
+        for k in [k for k in t if k.startswith(f"{chip}/{fw}/moe/") and k.count("/") == 3 and not k.endswith("version")]:
+            for cfg, a in zip(t[k + "/configs"].tolist(), t[k]):
+                ok = np.isfinite(a)
+                errs.append(km.moe_s(tok[ok], *cfg, k.split("/")[-1]) / a[ok] - 1)
+    elif cls == "all_reduce":
+        arrs = [t[k] for k in (f"{chip}/nccl/all_reduce", f"{chip}/{fw}/custom_allreduce") if k in t]
+        if not arrs:
+            return []
+        a = np.fmin.reduce(arrs)
+        by = np.asarray(GRIDS["comm/bytes"], float)
+        for i, n in enumerate(GRIDS["comm/n_gpus"]):
+            ok = np.isfinite(a[i])
+            errs.append(km.allreduce_s(by[ok], n) / a[i][ok] - 1)
     return np.concatenate(errs) if errs else []
 
 
@@ -196,7 +260,8 @@ def main(argv=None):
         plot(a.plot, fw=a.framework)
     t = shipped_tables()
     print(f"leave-one-chip-out, framework {a.framework}: |predicted/measured - 1| median / p90 (points)")
-    print(f"{'held out':10} {'class':13} {'transfer':>17} {'measured':>17} {'roofline':>17}")
+    print(f"{'held out':10} {'class':13} {'transfer':>17} {'anchored':>17} {'no twin':>17} {'measured':>17} "
+          f"{'roofline':>17}")
     for chip in a.chips.split(","):
         t0 = time.perf_counter()
         fits = transfer.fit_all(t, a.framework, exclude=(chip,))
@@ -204,14 +269,18 @@ def main(argv=None):
         for cls in CLASSES:
             tr, roof = transfer_errors(t, chip, a.framework, fits, cls)
             me = measured_errors(t, chip, a.framework, cls)
+            an = anchored_errors(t, chip, a.framework, cls)
+            nt = anchored_errors(t, chip, a.framework, cls, exclude=(chip, TWINS.get(chip, chip)))
             if not len(tr) and not len(me):
                 continue
             cells = []
-            for e in (tr, me, roof):
+            for e in (tr, an, nt, me, roof):
                 md, p90, n = _stats(e)
                 cells.append(f"{md * 100:5.1f}% /{p90 * 100:6.1f}% ({n:>5})" if n else f"{'-':>17}")
             print(f"{chip:10} {cls:13} " + " ".join(f"{c:>17}" for c in cells))
-        print(f"{chip:10} (refit without it: {fit_s:.2f} s)")
+        anchors = [kernel_model(_hw(t, chip), a.framework, "anchored", exclude=ex).name.split()[2].rstrip(",")
+                   for ex in ((chip,), (chip, TWINS.get(chip, chip)))]
+        print(f"{chip:10} (refit without it: {fit_s:.2f} s; anchors: {anchors[0]}, without twin {anchors[1]})")
     sp = speed()
     print(f"gemm_s on an 8192-token array: measured {sp['measured']:,.0f} calls/s "
           f"({sp['measured'] * 8192:,.0f} GEMM evaluations/s), transfer {sp['transfer']:,.0f} calls/s")

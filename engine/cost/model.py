@@ -15,9 +15,15 @@ Backends (``kernel_model(hardware, framework, backend)``):
 * ``transfer``: the fitted roofline-efficiency curves of engine.cost.transfer applied to this
   chip's spec-sheet peaks (hardware.peak_flops, hbm_bandwidth_bytes_s, scaleup_bandwidth_bytes_s).
 * ``auto``: measured when the chip names a table set holding this framework, else transfer.
+* ``anchored`` (an addition to the three above): the measured backend of the nearest measured chip
+  (in log dense bf16 peak and log HBM bandwidth; ``exclude`` honoured) times the ratio of the
+  transfer model's times on this chip and on that one:
+  t = t_measured(anchor) x t_transfer(this chip) / t_transfer(anchor). It keeps the anchor's own
+  efficiency level (e.g. Hopper's higher share of bf16 peak) and moves it by the spec-sheet ratios.
 
 All times are seconds per call on one GPU; token / batch / context / byte arguments may be numpy
-arrays (the result broadcasts), shape arguments are Python ints.
+arrays (the result broadcasts), shape arguments are Python ints; a zero token / batch / context /
+byte count gives 0 s.
 """
 
 import functools
@@ -34,7 +40,7 @@ from engine.spec import HardwareSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 FRAMEWORKS = derive.FRAMEWORKS
-BACKENDS = ("measured", "transfer", "auto")
+BACKENDS = ("measured", "transfer", "auto", "anchored")
 GEMM_DTYPES = tuple(shapes.GEMM_DTYPES)
 #: Measured-table dtype to use when a chip lacks one: nearest in bytes per weight and math rate.
 GEMM_SUBSTITUTES = {
@@ -182,6 +188,54 @@ class _Transfer:
         return transfer.comm_time(th, shapes.collective_bus_bytes(op, s, n_gpus), n_gpus, link)
 
 
+class _Anchored:
+    """Nearest measured chip x transfer-model ratio (see the module docstring)."""
+
+    def __init__(self, anchor, tr_target: _Transfer, tr_anchor: _Transfer):
+        self.a, self.tt, self.ta = anchor, tr_target, tr_anchor
+
+    def _r(self, name, *args):
+        return getattr(self.a, name)(*args) * getattr(self.tt, name)(*args) / getattr(self.ta, name)(*args)
+
+    def gemm_s(self, *a):
+        return self._r("gemm_s", *a)
+
+    def moe_s(self, *a):
+        return self._r("moe_s", *a)
+
+    def attn_prefill_s(self, *a):
+        return self._r("attn_prefill_s", *a)
+
+    def attn_decode_s(self, *a):
+        return self._r("attn_decode_s", *a)
+
+    def mla_prefill_s(self, *a):
+        return self._r("mla_prefill_s", *a)
+
+    def mla_decode_s(self, *a):
+        return self._r("mla_decode_s", *a)
+
+    def comm_s(self, op, message_bytes, n_gpus):
+        if n_gpus <= 1:
+            return np.zeros_like(np.asarray(message_bytes, float))
+        return self._r("comm_s", op, message_bytes, n_gpus)
+
+
+def _nearest_set(pk: dict, framework: str, exclude: tuple) -> str | None:
+    """The measured table set (with this framework's tables) nearest in log bf16 peak and log HBM
+    bandwidth to the peaks ``pk``."""
+    t = shipped_tables()
+    best, dist = None, np.inf
+    for c in _known_sets():
+        if c in exclude or not any(k.startswith(f"{c}/{framework}/") for k in t):
+            continue
+        q = transfer.chip_peaks(t, c)
+        d = np.log(q["bf16"] / pk["bf16"]) ** 2 + np.log(q["hbm_bandwidth"] / pk["hbm_bandwidth"]) ** 2
+        if d < dist:
+            best, dist = c, d
+    return best
+
+
 class _Measured:
     """Measured backend: interpolation in this chip's tables; the transfer model for scaling."""
 
@@ -306,6 +360,14 @@ class _Measured:
         return t
 
 
+def _zero_where_empty(t, *sizes):
+    """An operator with no work (0 tokens, 0 sequences, 0 context, 0 bytes) takes no time."""
+    empty = np.zeros(np.shape(t), dtype=bool)
+    for x in sizes:
+        empty = empty | (np.asarray(x) <= 0)
+    return np.where(empty, 0.0, t) if empty.any() else t
+
+
 @dataclass(frozen=True)
 class KernelModel:
     """Operator times (seconds per call, one GPU) from one backend; immutable.
@@ -321,32 +383,32 @@ class KernelModel:
     def gemm_s(self, m, n: int, k: int, dtype: str):
         """One GEMM (m x k) @ (k x n); m = tokens in the pass (array OK). Seconds."""
         _check_dtype("gemm dtype", dtype, GEMM_DTYPES)
-        return self._impl.gemm_s(m, n, k, dtype)
+        return _zero_where_empty(self._impl.gemm_s(m, n, k, dtype), m)
 
     def moe_s(self, tokens, hidden: int, inter: int, topk: int, num_experts: int, tp: int, ep: int, dtype: str):
         """Routed-expert block of one layer for ``tokens`` tokens (gate/up/down of the chosen
         experts, expert inter size split over tp, experts over ep; balanced routing). Seconds."""
         _check_dtype("moe dtype", dtype, tuple(MOE_SUBSTITUTES))
-        return self._impl.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
+        return _zero_where_empty(self._impl.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype), tokens)
 
     def attn_prefill_s(self, batch, isl, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         """Causal prefill attention of one layer: batch prompts of isl tokens from scratch, heads
         and kv_heads per GPU. Seconds."""
         _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
-        return self._impl.attn_prefill_s(batch, isl, heads, kv_heads, head_dim, kv_dtype)
+        return _zero_where_empty(self._impl.attn_prefill_s(batch, isl, heads, kv_heads, head_dim, kv_dtype), batch, isl)
 
     def attn_decode_s(self, batch, ctx, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         """One decode step of one layer: batch sequences each attending over ctx cached tokens
         (heads, kv_heads per GPU). Seconds."""
         _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
-        return self._impl.attn_decode_s(batch, ctx, heads, kv_heads, head_dim, kv_dtype)
+        return _zero_where_empty(self._impl.attn_decode_s(batch, ctx, heads, kv_heads, head_dim, kv_dtype), batch, ctx)
 
     def mla_prefill_s(self, batch, isl, heads: int, dtype: str):
         """DeepSeek-V3-shaped MLA prefill attention core of one layer (heads per GPU; q/k head dim
         192, v 128). The measured op (context_mla_perf) is the attention kernel only: the q/kv
         down/up projections and the output projection are GEMMs priced by ``gemm_s``. Seconds."""
         _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
-        return self._impl.mla_prefill_s(batch, isl, heads, dtype)
+        return _zero_where_empty(self._impl.mla_prefill_s(batch, isl, heads, dtype), batch, isl)
 
     def mla_decode_s(self, batch, ctx, heads: int, dtype: str):
         """DeepSeek-V3-shaped MLA decode attention core of one layer (absorbed form over the 576-wide
@@ -354,20 +416,20 @@ class KernelModel:
         attention kernel only (the absorbed q/o BMMs, mla_bmm_perf, and the projections are not
         included: price them as GEMMs). Seconds."""
         _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
-        return self._impl.mla_decode_s(batch, ctx, heads, dtype)
+        return _zero_where_empty(self._impl.mla_decode_s(batch, ctx, heads, dtype), batch, ctx)
 
     def allreduce_s(self, message_bytes, n_gpus: int):
         """All-reduce of message_bytes (the buffer each GPU holds) over n_gpus; 0 for 1 GPU. Measured:
         the faster of NCCL and the framework's own all-reduce at that size. Seconds."""
-        return self._impl.comm_s("all_reduce", message_bytes, n_gpus)
+        return _zero_where_empty(self._impl.comm_s("all_reduce", message_bytes, n_gpus), message_bytes)
 
     def allgather_s(self, message_bytes, n_gpus: int):
         """NCCL all-gather, message_bytes as the source table's message size (see README). Seconds."""
-        return self._impl.comm_s("all_gather", message_bytes, n_gpus)
+        return _zero_where_empty(self._impl.comm_s("all_gather", message_bytes, n_gpus), message_bytes)
 
     def alltoall_s(self, message_bytes, n_gpus: int):
         """NCCL all-to-all of message_bytes per GPU. Seconds."""
-        return self._impl.comm_s("alltoall", message_bytes, n_gpus)
+        return _zero_where_empty(self._impl.comm_s("alltoall", message_bytes, n_gpus), message_bytes)
 
     def dtype_for(self, model) -> str:
         """The GEMM table dtype for a ModelSpec's weight / activation dtypes:
@@ -445,6 +507,15 @@ def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple)
     fits = fits_for(framework, tuple(sorted(exclude)))
     tr = _Transfer(_peaks_of(hardware), fits, hardware.name)
     fitted_on = sorted({c for f in fits.values() for c in f["chips"]})
+    if backend == "anchored":
+        anchor = _nearest_set(tr.pk, framework, exclude)
+        apk = {k: (None if not np.isfinite(v) else v) for k, v in transfer.chip_peaks(shipped_tables(), anchor).items()}
+        ta = _Transfer(apk, fits, anchor)
+        name = f"anchored on {anchor}/{framework}, transfer ratio to {hardware.name}"
+        notes = (Assumption("kernel backend", name,
+                            f"measured {anchor} tables x (transfer-model time on {hardware.name} / on {anchor}); "
+                            f"curves fitted on {', '.join(fitted_on)}"),) + tuple(tr.notes)
+        return KernelModel(name, notes, _Anchored(_Measured(anchor, framework, ta), tr, ta))
     if backend == "transfer" or (backend == "auto" and not has):
         name = f"transfer from {','.join(fitted_on)} to {hardware.name} ({framework})"
         notes = (Assumption("kernel backend", "transfer",
@@ -468,7 +539,8 @@ def kernel_model(hardware: HardwareSpec, framework: str, backend: str = "auto",
 
     backend: "measured" (SpecError naming hardware.kernel_tables when the chip has no tables for
     this framework), "transfer" (curves fitted on the measured table sets minus ``exclude``, applied
-    to this chip's spec-sheet peaks), "auto" (measured when available, else transfer).
+    to this chip's spec-sheet peaks), "auto" (measured when available, else transfer), "anchored"
+    (nearest measured chip other than ``exclude`` x transfer-model ratio; see the module docstring).
     """
     if not isinstance(hardware, HardwareSpec):
         raise SpecError("hardware", type(hardware).__name__, "a HardwareSpec")

@@ -187,3 +187,16 @@ def test_shipped_tables_regenerate():
 
     fresh = derive.derive(SHARED_DATA / "kernels", peaks_from_conf())
     assert derive.same(fresh, shipped_tables()) == []
+
+
+def test_anchored_on_nearest_measured_chip():
+    """anchored = nearest measured chip's tables x transfer-model ratio. Without h100's own tables
+    the nearest set is h200 (same peaks, 4.8 vs 3.35 TB/s); on a compute-bound GEMM the ratio is ~1,
+    so H100's large GEMMs come out within 5 % at the median."""
+    km = kernel_model(H100, "trtllm", "anchored", exclude=("h100_sxm",))
+    assert km.name.startswith("anchored on h200_sxm/trtllm")
+    assert np.median(_large_gemm_errors(km, "bf16")) < 0.05
+    # jalapeno (512 TFLOPS, 4.1 TB/s) anchors on a measured chip and stays positive and finite
+    kj = kernel_model(JALAPENO, "vllm", "anchored")
+    t = kj.attn_decode_s(np.array([1, 64]), 8192, 32, 8, 128, "bf16")
+    assert np.all(np.isfinite(t)) and t[1] > t[0] > 0
