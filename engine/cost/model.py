@@ -246,6 +246,7 @@ class _Measured:
         self.notes = []
         order = (fw,) + tuple(f for f in FRAMEWORK_FALLBACK if f != fw)
         self.src = {}
+        self._moe_cache = {}
         for op in ("gemm", "attn_prefill", "attn_decode", "mla_prefill", "mla_decode", "moe", "custom_allreduce"):
             use = next((f for f in order if any(k.startswith(f"{chip}/{f}/{op}/") or k == f"{chip}/{f}/{op}"
                                                 for k in t if not k.endswith("/version"))), None)
@@ -273,22 +274,43 @@ class _Measured:
         return _lookup(f"{self.chip}/{self.src['gemm']}/gemm/{use}", ("gemm/m", "gemm/n", "gemm/k"), (1.0, 1.0, 1.0),
                        (m, n, k))
 
+    def _moe_pick(self, hidden, inter, topk, num_experts, tp, ep, dtype):
+        """(key, row, exact) of the MoE curve to use: an exact configuration in the asked dtype
+        first (this framework's, else another framework's on this chip), then an exact one in a
+        substitute dtype, then the nearest configuration (this framework preferred)."""
+        ck = (hidden, inter, topk, num_experts, tp, ep, dtype)
+        if ck in self._moe_cache:
+            return self._moe_cache[ck]
+        order = [self.fw] + [f for f in FRAMEWORK_FALLBACK if f != self.fw]
+        chain = MOE_SUBSTITUTES[dtype]
+        want = np.log([hidden, inter / tp, topk, num_experts / ep, tp, ep])
+        best = None
+        for fr, f in enumerate(order):
+            for cr, c in enumerate(chain):
+                key = f"{self.chip}/{f}/moe/{c}"
+                if key not in self.t:
+                    continue
+                cf = self.t[key + "/configs"].astype(float)
+                have = np.log(np.column_stack([cf[:, 0], cf[:, 1] / cf[:, 4], cf[:, 2], cf[:, 3] / cf[:, 5],
+                                               cf[:, 4], cf[:, 5]]))
+                d = np.sum(np.square(have - want) * np.array([1, 1, 1, 1, 0.25, 0.25]), axis=1)
+                i = int(np.argmin(d))
+                score = (d[i] > 0, cr, d[i], fr)
+                if best is None or score < best[0]:
+                    best = (score, key, i, d[i] == 0 and c == dtype)
+        self._moe_cache[ck] = None if best is None else best[1:]
+        return self._moe_cache[ck]
+
     def moe_s(self, tokens, hidden, inter, topk, num_experts, tp, ep, dtype):
-        f = self.src["moe"]
-        use = next((c for c in MOE_SUBSTITUTES[dtype] if f and f"{self.chip}/{f}/moe/{c}" in self.t), None)
-        if use is None:
+        pick = self._moe_pick(hidden, inter, topk, num_experts, tp, ep, dtype)
+        if pick is None:
             return self.tr.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
-        key = f"{self.chip}/{f}/moe/{use}"
-        configs = self.t[key + "/configs"].astype(float)
-        want = np.array([hidden, inter / tp, topk, num_experts / ep, tp, ep], dtype=float)
-        have = np.column_stack([configs[:, 0], configs[:, 1] / configs[:, 4], configs[:, 2],
-                                configs[:, 3] / configs[:, 5], configs[:, 4], configs[:, 5]])
-        d = np.sum(np.square(np.log(have) - np.log(want)) * np.array([1, 1, 1, 1, 0.25, 0.25]), axis=1)
-        i = int(np.argmin(d))
+        key, i, exact = pick
         t = _lookup(key, ("moe/tokens",), (1.0,), (tokens,), index=i)
-        if d[i] == 0.0 and use == dtype:
+        if exact:
             return t
-        h, it, tk, e, tpi, epi = (int(x) for x in configs[i])
+        h, it, tk, e, tpi, epi = (int(x) for x in self.t[key + "/configs"][i])
+        use = key.rsplit("/", 1)[1]
         ratio = (self.tr.moe_s(tokens, hidden, inter, topk, num_experts, tp, ep, dtype)
                  / self.tr.moe_s(tokens, h, it, tk, e, tpi, epi, use))
         return t * ratio
@@ -477,6 +499,11 @@ _SHAPES = Assumption(
     "unmeasured kernel shapes", "nearest measured shape x transfer-model ratio",
     "head configurations / head_dim / MoE configurations not in the tables take the nearest measured "
     "one, scaled by the ratio of the fitted transfer model's times (this chip's peaks) for the two shapes")
+_MOE = Assumption(
+    "MoE configuration", "exact measurement first, any framework on this chip",
+    "a routed-expert configuration (hidden, inter, top-k, experts, tp, ep, dtype) not measured under "
+    "the chosen framework is taken from another framework's exact measurement on the same chip when one "
+    "exists, else scaled from the nearest measured configuration by the transfer-model ratio")
 _UNITS = Assumption(
     "collective message size", "bytes = elements x 2 (fp16/bf16)",
     "the source tables count message_size in elements; derived tables store bytes")
@@ -528,7 +555,7 @@ def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple)
                 if k in t), "?")
     name = f"measured {chip}/{framework} {ver}"
     notes = (Assumption("kernel backend", name, "per-kernel latencies measured by NVIDIA (aiconfigurator-core "
-                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _PADDED, _SHAPES, _UNITS) \
+                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _PADDED, _SHAPES, _MOE, _UNITS) \
         + tuple(m.notes)
     return KernelModel(name, notes, m)
 

@@ -189,6 +189,20 @@ def test_shipped_tables_regenerate():
     assert derive.same(fresh, shipped_tables()) == []
 
 
+def test_shipped_fits_refit_from_shipped_tables():
+    """transfer.json holds what engine.cost.transfer fits on the shipped tables (vllm checked)."""
+    from engine.cost import transfer
+    from engine.cost.model import shipped_fits
+
+    fresh = transfer.fit_all(shipped_tables(), "vllm")
+    shipped = shipped_fits()["fits"]["vllm"]
+    assert set(fresh) == set(shipped)
+    for cls, f in fresh.items():
+        assert f["chips"] == shipped[cls]["chips"]
+        for name, v in f["params"].items():
+            assert v == pytest.approx(shipped[cls]["params"][name], rel=1e-6), (cls, name)
+
+
 def test_anchored_on_nearest_measured_chip():
     """anchored = nearest measured chip's tables x transfer-model ratio. Without h100's own tables
     the nearest set is h200 (same peaks, 4.8 vs 3.35 TB/s); on a compute-bound GEMM the ratio is ~1,
