@@ -260,18 +260,29 @@ class _Measured:
         gf = self.src["gemm"]
         self.gemm_table = {}
         for dt in GEMM_DTYPES:
-            use = next((c for c in GEMM_SUBSTITUTES[dt] if f"{chip}/{gf}/gemm/{c}" in t), None) if gf else None
+            exact = next((f for f in order for c in GEMM_SUBSTITUTES[dt][:1] + (("bf16",) if dt == "fp16" else ())
+                          if f"{chip}/{f}/gemm/{c}" in t), None)
+            if exact is not None:
+                use = (exact, dt if f"{chip}/{exact}/gemm/{dt}" in t else "bf16")
+            elif gf is not None:
+                c = next((c for c in GEMM_SUBSTITUTES[dt] if f"{chip}/{gf}/gemm/{c}" in t), None)
+                use = (gf, c) if c else None
+            else:
+                use = None
             self.gemm_table[dt] = use
-            if use is not None and use != dt and not (dt == "fp16" and use == "bf16"):
-                self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use} table",
-                                             f"{dt} GEMMs were not measured on {chip}/{gf}; nearest measured dtype"))
+            if use is not None and use[1] != dt and not (dt == "fp16" and use[1] == "bf16"):
+                self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use[0]} {use[1]} table",
+                                             f"{dt} GEMMs were not measured on {chip}; nearest measured dtype"))
+            elif use is not None and use[0] != gf:
+                self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use[0]} {use[1]} table",
+                                             f"{dt} GEMMs were measured on {chip} under {use[0]} only"))
 
     # -- GEMM / MoE ---------------------------------------------------------------------------
     def gemm_s(self, m, n, k, dtype):
         use = self.gemm_table[dtype]
         if use is None:
             return self.tr.gemm_s(m, n, k, dtype)
-        return _lookup(f"{self.chip}/{self.src['gemm']}/gemm/{use}", ("gemm/m", "gemm/n", "gemm/k"), (1.0, 1.0, 1.0),
+        return _lookup(f"{self.chip}/{use[0]}/gemm/{use[1]}", ("gemm/m", "gemm/n", "gemm/k"), (1.0, 1.0, 1.0),
                        (m, n, k))
 
     def _moe_pick(self, hidden, inter, topk, num_experts, tp, ep, dtype):
