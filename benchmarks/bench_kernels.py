@@ -225,7 +225,7 @@ def plot(path, chip="h100_sxm", fw="trtllm"):
         ax.plot(cc, qq / me.attn_decode_s(b, cc, 32, 8, 128, "bf16") / pk["hbm_bandwidth"], "-", color=c, lw=1)
         ax.plot(cc, qq / tr.attn_decode_s(b, cc, 32, 8, 128, "bf16") / pk["hbm_bandwidth"], "--", color=c, lw=1.5)
     ax.set(xscale="log", xlabel="context (tokens)", ylabel="KV bytes / time / HBM bandwidth", ylim=(0, 1.1),
-           title=f"decode attention 32 q / 8 kv heads, hd 128, bf16 KV")
+           title="decode attention 32 q / 8 kv heads, hd 128, bf16 KV")
     ax.legend(fontsize=7)
     ax = axs[1, 1]
     sg = np.asarray(GRIDS["attn_prefill/len"], float)

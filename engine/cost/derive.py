@@ -24,8 +24,6 @@ returns a dict of numpy arrays (``save`` writes it, ``load`` reads it back). Wha
 Keys are "chip/framework/op/..."; axis grids are under "axes/..."; versions under ".../version".
 """
 
-import io
-import json
 from pathlib import Path
 
 import numpy as np
