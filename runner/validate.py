@@ -1,30 +1,39 @@
 """The ``simllm-validate`` console script: predicted vs published measurements, row by row.
 
     simllm-validate                                   # ../shared/data/reference/measured_dev.csv, calibration=default
-    simllm-validate --csv other.csv --calibration specsheet --no-tracking
-    simllm-validate --fit default --force             # fit ONE calibration on the whole set, write conf/calibration/default.yaml
+    simllm-validate --csv my_benchmarks.csv --no-tracking --model-config Qwen2.5-7B=path/config.json
+    simllm-validate --fit default --force             # fit ONE calibration on the whole set, write conf/calibration/NAME.yaml
+    simllm-validate --half-split                      # fit on half the rows, report the error on the other half
 
-Each row of the CSV (columns as in measured_dev.csv) becomes one prediction:
+Each row of the CSV (columns as in measured_dev.csv; the grammar of each cell is in
+``runner.rowgrammar`` and the README's "Benchmark rows" section) becomes one prediction:
 
-* batch-1 decode speed (``decode_tok_s_per_user``), batch-1 first-token latency and static-batch
-  throughput rows go through the analytical engine (all requests start together, lock-step decode);
-* offline max-throughput rows ("max (offline, inf rate)", "offline, all at once") go through the
-  DES: every request queued at t = 0, the runtime's batch found by the scheduler, the KV cache
-  and the framework's limits (``FRAMEWORKS``); output tokens over the makespan;
-* serving rows (a dataset at a request rate) go through the DES with Poisson arrivals and the
-  dataset's length distribution (ShareGPT: the Sarathi ShareGPT trace's shape rescaled to the
-  stated mean lengths), reporting the median TTFT / TPOT.
+* batch rows (``1``, ``batch=N``) with fixed lengths go through the analytical engine (all requests
+  start together, lock-step decode); a per-user decode rate is compared as 1000 / TPOT;
+* ``concurrency=N`` rows: the DES with a closed loop of N clients as benchmark tools run them
+  (users ramping up over ``CLOSED_RAMP_S``, measurement after the ramp and before the drain);
+* ``request_rate=R`` rows: the DES with Poisson arrivals at R req/s; ``request_rate=INF`` and
+  offline rows: every request queued at t = 0;
+* MLPerf ``server`` rows without a rate: the highest Poisson rate whose p99 TTFT and TPOT meet the
+  scenario's constraints (``MLPERF_SERVER``), found by bisection; the row's metric at that rate;
+* a dataset named instead of lengths (ShareGPT, OpenOrca): lengths drawn from the Sarathi ShareGPT
+  trace's shape rescaled to the dataset's means (``rowgrammar.DATASETS``).
 
-Rows the engines cannot express (no hardware config, TP layout not stated, dataset lengths not
-stated) are listed as skipped with the reason. Errors are signed: predicted / measured - 1, on
-TTFT, on TPOT (decode speed rows compared as TPOT = 1000 / tok/s) and on throughput; the summary
-gives the median and max absolute error per metric. Results go to stdout, to
-outputs/validation/TIME/ (table.csv, report.md, summary.json) and to an MLflow run.
+The serving framework profile (conf/framework/) comes from the row's framework and version
+(``rowgrammar.pick_framework``); a missing TP layout ("submitter-chosen") takes the smallest power
+of two whose weights leave half of each GPU's memory for KV, and the row's GPUs beyond one replica
+run as data-parallel replicas. Metrics are compared like with like: a published mean with the
+simulated mean, a median or unstated statistic with the simulated median, p90/p99 with the same
+percentile. Errors are signed, predicted / measured - 1; the summary gives median and max |error|
+per metric, per framework profile and per precision, and the coverage (predicted N of M rows,
+skipped by reason). Results go to stdout, to outputs/validation/TIME/ (table.csv, report.md,
+summary.json) and to an MLflow run.
 
-``--fit NAME`` fits compute efficiency, memory-bandwidth efficiency, communication efficiency and
-the per-step overhead (scipy.optimize.least_squares, soft-L1 on log errors) to all expressible rows
-at once - one calibration for the whole set, never per row - and writes conf/calibration/NAME.yaml
-with the data's path and sha256 and the error it reaches.
+``--fit NAME`` fits compute, memory-bandwidth and communication efficiency and the overheads
+(scipy.optimize.least_squares, soft-L1 on log errors, each metric weighted the same) to all
+expressible rows at once - one calibration for the whole set, never per row - and writes
+conf/calibration/NAME.yaml. ``--half-split`` fits the same way on every other row (sorted by id)
+and reports the error on the rows it did not see, so over-fitting shows.
 """
 
 import argparse
@@ -36,42 +45,34 @@ import json
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from runner import rowgrammar as rg
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CSV = ROOT.parent / "shared" / "data" / "reference" / "measured_dev.csv"
 SHAREGPT_TRACE = "sarathi_sharegpt_8k_filtered_llama2tok.csv"
 
-#: Hardware column -> conf/hardware option (first matching prefix); rows with no match are skipped.
-HARDWARE = (("A100-SXM4-80GB", "a100_sxm_80gb"), ("H100-SXM5-80GB", "h100_sxm"),
-            ("H200-SXM-141GB", "h200"), ("B200", "b200"), ("AMD MI300X", "mi300x"))
-#: Model column -> conf/model option (regex, first match).
-MODELS = ((r"Mixtral-8x7B", "mixtral_8x7b"), (r"Qwen3-235B", "qwen3_235b_a22b"),
-          (r"Qwen3-30B", "qwen3_30b_a3b"), (r"Llama-3\.1-405B", "llama_3_1_405b"),
-          (r"Llama-3\.[13]-70B", "llama_3_1_70b"), (r"Llama-3\.1-8B", "llama_3_1_8b"),
-          (r"Llama-2-70B", "llama_2_70b"), (r"Llama-2-7B|LLaMA 7B", "llama_2_7b"))
-#: Framework -> DES settings of its runtime (scheduler, limits, KV share), stated per row.
-FRAMEWORKS = {
-    # TensorRT-LLM in-flight batching: context and generation requests in one iteration, KV for
-    # the whole request reserved at admission (GUARANTEED_NO_EVICT) -> the orca scheduler;
-    # trtllm-bench limits max_num_tokens 8192; kv_cache_free_gpu_mem_fraction 0.95 (README).
-    "TensorRT-LLM": {"engine.des.scheduler": "sarathi", "engine.des.chunk_size": 8192, "engine.des.max_num_seqs": 2048,
-                     "engine.des.max_num_batched_tokens": 8192, "calibration.kv_usable_fraction": 0.95},
-    # SGLang / vLLM: prefill-prioritised continuous batching, paged KV with preemption.
-    "SGLang": {"engine.des.scheduler": "vllm", "engine.des.max_num_seqs": 1024,
-               "engine.des.max_num_batched_tokens": 16384},
-    "vLLM": {"engine.des.scheduler": "vllm", "engine.des.max_num_seqs": 256,
-             "engine.des.max_num_batched_tokens": 8192},
-}
 #: gpt-fast generate.py's default max_new_tokens (the README does not state the output length).
 GPT_FAST_OUTPUT = 200
-#: Mean ShareGPT lengths the reference README quotes (vLLM blog, 500-prompt sample).
-SHAREGPT_MEANS = (202, 179)
-#: Metric groups of the error summary.
-GROUPS = ("ttft", "tpot", "throughput")
+#: Metric groups of the error summary (itl and decode speed go with tpot; total and request
+#: throughput with throughput).
+GROUPS = ("ttft", "tpot", "e2e", "throughput")
+_REPORT_GROUP = {"ttft": "ttft", "tpot": "tpot", "itl": "tpot", "e2e": "e2e", "throughput": "throughput",
+                 "total_throughput": "throughput", "request_throughput": "throughput"}
+#: Closed-loop rows: clients ramp up over this many seconds (user i of N starts at i x W / N) and
+#: the summary leaves out the ramp and the drain (engine.des ramp_up_s, warmup_s, exclude_drain).
+CLOSED_RAMP_S = 2.0
+#: MLPerf Inference server-scenario constraints (p99 TTFT ms, p99 TPOT ms) by model option, from
+#: the reference README (Llama-2-70B, v4.1: TTFT p99 <= 2 s, TPOT p99 <= 200 ms).
+MLPERF_SERVER = {"llama_2_70b": (2000.0, 200.0)}
+#: A model option with the dtype defaults of a 16-bit dense model: the base a user's config.json
+#: (--model-config) replaces the architecture of.
+HF_BASE_MODEL = "llama_2_7b"
 
 
 @dataclass
@@ -79,132 +80,204 @@ class Case:
     """One row turned into a prediction job (or a skip)."""
 
     id: str
-    metric: str                  # ttft | tpot | throughput
-    measured: float              # ms for ttft/tpot, tok/s for throughput
+    metric: str                  # report group: ttft | tpot | e2e | throughput
+    measured: float              # ms for latencies, tok/s (or req/s) for throughput
     engine: str = ""             # analytical | des
     overrides: list = field(default_factory=list)
     workload: dict = field(default_factory=dict)
     how: str = ""
     skip: str = ""
+    skip_kind: str = ""
     predicted: float = float("nan")
+    key: str = ""                # summary key compared with the measurement
+    framework: str = ""          # conf/framework profile
+    precision: str = ""          # precision class (16-bit | fp8 | int8 | int4 | fp4)
+    des: dict = field(default_factory=dict)   # DesSpec fields set for this row
+    auto_tp_gpus: int = 0        # > 0: TP not stated, choose it for this many GPUs
+    gpus: int = 1
+    server: tuple = ()           # MLPerf server constraints (p99 TTFT ms, p99 TPOT ms)
 
     @property
     def error(self) -> float:
         return self.predicted / self.measured - 1.0 if self.measured and math.isfinite(self.predicted) else float("nan")
 
 
-def _dtype_overrides(precision: str) -> list | None:
-    p = precision.lower()
-    if "int4" in p:
-        g = re.search(r"g(\d+)", p)
-        return ["model.weight_dtype=int4", f"model.weight_group_size={g.group(1) if g else 128}"]
-    if "int8" in p:
-        return ["model.weight_dtype=int8"]
-    if "fp4" in p:
-        # NVFP4 / MLPerf FP4: 4-bit weights and activations, an fp8 scale per 16, FP8 KV cache
-        return ["model.weight_dtype=fp4", "model.activation_dtype=fp4", "model.kv_dtype=fp8",
-                "model.weight_group_size=16", "model.weight_scale_dtype=fp8"]
-    if "fp8" in p:
-        return ["model.weight_dtype=fp8", "model.activation_dtype=fp8", "model.kv_dtype=fp8"]
-    if "bf16" in p or "fp16" in p:
-        return []
-    return None
-
-
-def _int(s: str):
-    try:
-        return int(float(s))
-    except (TypeError, ValueError):
-        return None
-
-
-def build_case(row: dict) -> Case:
-    """The prediction job of one CSV row (or a Case with ``skip`` set)."""
-    rid, metric, value = row["id"], row["metric"], float(row["value"])
-    group = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "tpot", "decode_tok_s_per_user": "tpot",
-             "output_throughput_tok_s": "throughput"}.get(metric)
-    measured = 1000.0 / value if metric == "decode_tok_s_per_user" else value
-    case = Case(rid, group or metric, measured)
-    if group is None:
-        case.skip = f"metric {metric} not predicted"
-        return case
-    if "(mean)" in row.get("unit", ""):
-        case.how = "mean reported; compared with the simulated median"
-    hw = next((opt for pre, opt in HARDWARE if row["hardware"].startswith(pre)), None)
-    if hw is None:
-        case.skip = f"no hardware config for '{row['hardware']}'"
-        return case
-    model = next((opt for pat, opt in MODELS if re.search(pat, row["model"])), None)
-    if model is None:
-        case.skip = f"no model config for '{row['model']}'"
-        return case
-    dt = _dtype_overrides(row["precision"])
-    if dt is None:
-        case.skip = f"precision '{row['precision']}' not mapped"
-        return case
-    tp = _int(row["tp"])
-    if tp is None:
-        case.skip = f"TP layout not stated ('{row['tp']}')"
-        return case
-    fw = next((v for k, v in FRAMEWORKS.items() if row["framework"].startswith(k)), {})
-    ov = [f"hardware={hw}", f"model={model}", f"partition.tp={tp}", *dt]
-    conc, isl, osl = row["batch_or_concurrency"], _int(row["input_len"]), _int(row["output_len"])
-    if metric == "decode_tok_s_per_user" or (_int(conc) == 1 and group == "ttft"):
-        case.engine = "analytical"
-        out = osl or (GPT_FAST_OUTPUT if metric == "decode_tok_s_per_user" else 1)
-        case.workload = {"prompt_len": isl, "output_len": out, "batch_size": 1}
-        case.how = f"analytical batch 1, {isl} in / {out} out" + \
-            (" (gpt-fast default max_new_tokens)" if not osl else "")
-        case.overrides = ov
-        return case
-    if _int(conc) and isl and osl:
-        case.engine = "analytical"
-        case.workload = {"prompt_len": isl, "output_len": osl, "batch_size": _int(conc)}
-        case.how = f"analytical static batch {_int(conc)}, {isl}/{osl}"
-        case.overrides = ov + [f"{k}={v}" for k, v in fw.items() if k.startswith("calibration.")]
-        return case
-    offline = "offline" in conc or "inf" in conc
-    if offline and isl and osl:
-        n = 1500 if isl + osl <= 4096 else 600
-        case.engine = "des"
-        case.workload = {"prompt_len": isl, "output_len": osl, "num_requests": n, "arrival": "batch"}
-        case.overrides = ov + [f"{k}={v}" for k, v in fw.items()]
-        case.how = f"DES offline: {n} requests of {isl}/{osl} at t=0, {fw.get('engine.des.scheduler', 'vllm')} scheduler"
-        return case
-    if "ShareGPT" in row["input_len"]:
-        m = re.search(r"request_rate=([\d.]+)", conc)
-        n = _int((re.search(r"\((\d+) prompts\)", conc) or re.search(r"(\d+) prompts", conc) or [None, None])[1])
-        case.engine = "des"
-        case.workload = {"sharegpt": True, "num_requests": min(n or 1000, 2000)}
-        if m:
-            case.workload.update(arrival="poisson", rate_rps=float(m.group(1)))
-            how = f"Poisson {m.group(1)} req/s"
-        else:
-            case.workload.update(arrival="batch")
-            how = "all at t=0"
-        case.overrides = ov + [f"{k}={v}" for k, v in fw.items()]
-        case.how = (f"DES {how}, {case.workload['num_requests']} ShareGPT requests (Sarathi trace shape "
-                    f"rescaled to mean {SHAREGPT_MEANS[0]}/{SHAREGPT_MEANS[1]})")
-        return case
-    case.skip = "dataset lengths or load not stated (" + f"{row['input_len']} / {conc}".strip() + ")"
+def _skip(case: Case, why: rg.Skip) -> Case:
+    case.skip, case.skip_kind = why.detail, why.kind
     return case
 
 
+def _summary_key(m: rg.Metric, engine: str) -> str:
+    """The summary key a metric is compared with (analytical runs are lock-step: their p50 is
+    every request's value, so it stands for the mean too)."""
+    if m.group in ("throughput", "total_throughput", "request_throughput"):
+        base = {"throughput": "throughput_tok_s", "total_throughput": "total_throughput_tok_s",
+                "request_throughput": "request_throughput_rps"}[m.group]
+        return base + ("_per_gpu" if m.per_gpu and m.group == "throughput" else "")
+    name = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}[m.group]
+    stat = m.stat
+    if m.group == "itl" and stat == "mean":
+        name, stat = "tpot_ms", "mean"     # mean ITL over tokens ~ mean TPOT (no mean of the ITL histogram)
+    if engine == "analytical":
+        name = "tpot_ms" if name == "itl_ms" else name
+        stat = "p50" if stat in ("mean", "p90") else stat
+    return f"{name}_{stat}"
+
+
+def build_case(row: dict, model_configs: dict | None = None) -> Case:
+    """The prediction job of one CSV row (or a Case with ``skip`` set and its reason)."""
+    rid = row.get("id", "")
+    try:
+        value = float(str(row.get("value", "")).replace(",", ""))
+    except ValueError:
+        return _skip(Case(rid, "", float("nan")), rg.Skip("value not a number", f"value '{row.get('value')}' not a number"))
+    m = rg.parse_metric(row.get("metric", ""), row.get("unit", ""))
+    if isinstance(m, rg.Skip):
+        return _skip(Case(rid, row.get("metric", ""), value), m)
+    measured = 1000.0 / value if m.invert else value * m.scale
+    case = Case(rid, _REPORT_GROUP[m.group], measured)
+    hw = rg.resolve_hardware(row.get("hardware", ""))
+    if isinstance(hw, rg.Skip):
+        return _skip(case, hw)
+    opt, hf, quant = rg.resolve_model(row.get("model", ""), model_configs)
+    if opt is None and hf is None:
+        return _skip(case, rg.Skip("no model config", f"no model config for '{row.get('model')}' "
+                                   "(--model-config NAME=path/to/config.json adds one)"))
+    dt = rg.dtype_overrides(row.get("precision", ""), quant)
+    if isinstance(dt, rg.Skip):
+        return _skip(case, dt)
+    case.precision = rg.precision_class(row.get("precision", ""), quant)
+    load = rg.parse_load(row.get("batch_or_concurrency", ""))
+    if isinstance(load, rg.Skip):
+        return _skip(case, load)
+    lengths = rg.parse_lengths(row.get("input_len", ""), row.get("output_len", ""), row.get("model", ""))
+    gpus = rg._int(row.get("num_gpus")) or 1
+    tp, pp = rg._int(row.get("tp")), rg._int(row.get("pp")) or 1
+    model_ov = [f"model={opt}"] if opt else [f"model={HF_BASE_MODEL}", f"model.hf_config={hf}"]
+    ov = [f"hardware={hw}", *model_ov, *dt]
+    if tp is None:
+        case.auto_tp_gpus = gpus
+    else:
+        ov.append(f"partition.tp={tp}")
+    if pp > 1:
+        ov.append(f"partition.pp={pp}")
+    fw, fw_why = rg.pick_framework(row.get("framework", ""), row.get("framework_version", ""))
+    case.framework = fw
+    ov.append(f"framework={fw}")
+    stated = rg.stated_settings(row.get("notes", ""))
+    ov += [f"framework.{k}={v}" for k, v in stated.items()]
+    kv = stated.get("kv_usable_fraction") or _profile_kv(fw)
+    if kv:   # the analytical engine sizes KV from the calibration's fraction: the framework's here
+        ov.append(f"calibration.kv_usable_fraction={kv}")
+    if stated:
+        fw_why += "; the row states " + ", ".join(f"{k}={v}" for k, v in stated.items())
+    case.gpus = gpus
+    latency = m.group in ("ttft", "tpot", "itl", "e2e")
+    notes = [] if m.stated or m.invert or not latency else ["statistic not stated: compared with the median"]
+    if hf:
+        notes.append(f"architecture from {hf}")
+    # ---- analytical: batch 1 (decode speed, first-token latency) and static batches
+    if load.kind == "batch" and (m.invert or isinstance(lengths, rg.Lengths) and not lengths.dataset
+                                 or (load.value == 1 and m.group == "ttft")):
+        isl = lengths.prompt if isinstance(lengths, rg.Lengths) else rg._int(row.get("input_len"))
+        osl = lengths.output if isinstance(lengths, rg.Lengths) else rg._int(row.get("output_len"))
+        if not isl:
+            return _skip(case, rg.Skip("lengths not stated", f"input length not stated ({row.get('input_len')})"))
+        if not osl:
+            if not (m.invert or m.group == "ttft"):
+                return _skip(case, rg.Skip("lengths not stated", f"output length not stated ({row.get('output_len')})"))
+            osl = GPT_FAST_OUTPUT if m.invert else 1
+            notes.append("output length not stated: " + ("gpt-fast default max_new_tokens" if m.invert else "1"))
+        b = int(load.value)
+        case.engine = "analytical"
+        case.workload = {"prompt_len": isl, "output_len": osl, "batch_size": b}
+        case.overrides = ov
+        case.key = _summary_key(m, "analytical")
+        case.how = "; ".join([f"analytical {'batch 1' if b == 1 else f'static batch {b}'}, {isl}/{osl}", *notes])
+        return case
+    if isinstance(lengths, rg.Skip):
+        return _skip(case, lengths)
+    if load.kind == "batch":
+        return _skip(case, rg.Skip("lengths not stated", "a static batch needs fixed lengths (dataset given)"))
+    # ---- DES: offline, Poisson rate, closed loop, MLPerf server
+    case.engine = "des"
+    case.key = _summary_key(m, "des")
+    case.overrides = ov
+    wl: dict = {}
+    if lengths.dataset:
+        wl["dataset"] = lengths.dataset
+        wl["means"] = (lengths.prompt, lengths.output)
+        src = f"{lengths.dataset} ({lengths.prompt}/{lengths.output} mean, ShareGPT trace shape)"
+    else:
+        wl.update(prompt_len=lengths.prompt, output_len=lengths.output)
+        src = f"{lengths.prompt}/{lengths.output}"
+    n_default = 1500 if (lengths.prompt + lengths.output) <= 4096 else 600
+    if load.kind == "offline":
+        n = min(load.prompts or n_default, 2000)
+        wl.update(arrival="batch", num_requests=n)
+        what = f"offline: {n} requests of {src} at t=0"
+    elif load.kind == "rate":
+        n = min(load.prompts or 1000, 2000)
+        wl.update(arrival="poisson", rate_rps=load.value, num_requests=n)
+        what = f"Poisson {load.value:g} req/s, {n} requests of {src}"
+    elif load.kind == "concurrency":
+        users = int(load.value)
+        n = min(max(load.prompts, 6 * users, 200), 4000)
+        wl.update(arrival="closed_loop", concurrency=users, num_requests=n)
+        case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True)
+        what = (f"closed loop of {users} clients, {n} requests of {src}, ramp-up {CLOSED_RAMP_S:g} s, "
+                "warm-up and drain excluded")
+    else:  # server without a rate
+        cons = MLPERF_SERVER.get(opt or "")
+        if cons is None:
+            return _skip(case, rg.Skip("server rate not stated", "server scenario: the rate is not stated and "
+                                       "the model's latency constraints are not known"))
+        case.server = cons
+        n = 1500
+        wl.update(arrival="poisson", num_requests=n)
+        what = (f"MLPerf server: highest Poisson rate with p99 TTFT <= {cons[0]:g} ms and p99 TPOT <= "
+                f"{cons[1]:g} ms, {n} requests of {src}")
+    case.workload = wl
+    case.how = "; ".join([f"DES {what}, framework {fw} ({fw_why})", *notes])
+    return case
+
+
+@functools.lru_cache(maxsize=16)
+def _profile_kv(profile: str) -> float:
+    """The framework profile's KV usable fraction (0: the calibration's)."""
+    from omegaconf import OmegaConf
+
+    return float(OmegaConf.load(ROOT / "conf" / "framework" / f"{profile}.yaml").get("kv_usable_fraction", 0.0))
+
+
 @functools.lru_cache(maxsize=8)
-def _sharegpt_lengths(n: int, seed: int = 0):
-    """n (prompt, output) lengths: rows of the Sarathi ShareGPT trace drawn at random, each column
-    scaled to SHAREGPT_MEANS (the reference README's means for the sglang/vLLM benchmark sample)."""
+def _trace_shape():
+    """(prompt, output) lengths of the Sarathi ShareGPT trace (the shape of the dataset rows)."""
     import polars as pl
 
-    path = ROOT.parent / "shared" / "data" / "traces" / SHAREGPT_TRACE
-    t = pl.read_csv(path)
-    p = t["num_prefill_tokens"].to_numpy().astype(float)
-    o = t["num_decode_tokens"].to_numpy().astype(float)
+    from runner import paths
+
+    t = pl.read_csv(paths.shared_file("traces", SHAREGPT_TRACE))
+    return t["num_prefill_tokens"].to_numpy().astype(float), t["num_decode_tokens"].to_numpy().astype(float)
+
+
+@functools.lru_cache(maxsize=32)
+def _dataset_lengths(n: int, means: tuple, seed: int = 0):
+    """n (prompt, output) lengths: rows of the Sarathi ShareGPT trace drawn at random, each column
+    scaled to the dataset's ``means`` (prompt >= 1, output >= 2)."""
+    p, o = _trace_shape()
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(p), size=n)
-    pr = np.maximum(1, np.rint(p[idx] * SHAREGPT_MEANS[0] / p.mean())).astype(np.int64)
-    ou = np.maximum(2, np.rint(o[idx] * SHAREGPT_MEANS[1] / o.mean())).astype(np.int64)
+    pr = np.maximum(1, np.rint(p[idx] * means[0] / p.mean())).astype(np.int64)
+    ou = np.maximum(2, np.rint(o[idx] * means[1] / o.mean())).astype(np.int64)
     return pr, ou
+
+
+def _weights_gb(specs) -> float:
+    from engine.analytical.params import param_counts
+    from engine.spec import DTYPE_BYTES
+
+    return param_counts(specs.model).total * DTYPE_BYTES[specs.model.weight_dtype] / 1e9
 
 
 class Runner:
@@ -221,9 +294,88 @@ class Runner:
             from runner.calibrate import compose
             from runner.convert import des_spec, specs_from_config
 
-            cfg = compose([f"calibration={self.calibration}", "engine=des", *case.overrides, *self.extra])
-            self._specs[case.id] = (specs_from_config(cfg), des_spec(cfg))
+            ov = [f"calibration={self.calibration}", "engine=des", *case.overrides, *self.extra]
+            cfg = compose(ov)
+            specs = specs_from_config(cfg)
+            if case.auto_tp_gpus:
+                # TP not stated: the smallest power of two whose weights leave half of each GPU's
+                # memory for KV (and that divides the heads), at most the row's GPUs
+                hbm = specs.hardware.hbm_capacity_bytes / 1e9
+                w = _weights_gb(specs)
+                tp = 1
+                while tp < case.auto_tp_gpus and (w / tp > 0.5 * hbm or specs.model.num_heads % tp):
+                    tp *= 2
+                ov.append(f"partition.tp={tp}")
+                cfg = compose(ov)
+                specs = specs_from_config(cfg)
+                case.how += f"; TP not stated: TP{tp} (weights {w / tp:.0f} GB of {hbm:.0f} GB per GPU)"
+            p = specs.partition
+            replicas = max(1, case.gpus // (p.tp * p.pp * p.sp))
+            des = des_spec(cfg)
+            if case.engine == "des":
+                des = replace(des, progress="off", replicas=replicas, **case.des,
+                              **({"router": "least_outstanding"} if replicas > 1 else {}))
+                if replicas > 1:
+                    case.how += f"; {replicas} data-parallel replicas"
+            self._specs[case.id] = (specs, des)
         return self._specs[case.id]
+
+    def _stream(self, case: Case, wl: dict):
+        """The request stream of a dataset row (None: the WorkloadSpec's own)."""
+        from engine.des.workload import RequestStream
+
+        if "dataset" not in wl:
+            return None, wl
+        n = wl["num_requests"]
+        pr, ou = _dataset_lengths(n, tuple(wl["means"]))
+        rest = {"prompt_len": int(pr.mean()), "output_len": int(ou.mean())}
+        users = 0
+        if wl["arrival"] == "poisson":
+            rng = np.random.default_rng(1)
+            gaps = rng.exponential(1.0 / wl["rate_rps"], size=n)
+            gaps[0] = 0.0
+            arr = np.cumsum(gaps)
+        elif wl["arrival"] == "closed_loop":
+            users = wl["concurrency"]
+            arr = np.full(n, np.nan)
+            arr[:min(users, n)] = 0.0
+        else:
+            arr = np.zeros(n)
+        return RequestStream(arrival_s=arr, prompt=pr, output=ou, priority=np.ones(n, np.int8),
+                             users=users, source=f"{wl['dataset']} (rescaled Sarathi ShareGPT trace)"), rest
+
+    def _des(self, case: Case, specs, des, wl: dict) -> dict:
+        from engine.des import simulate
+        from engine.spec import WorkloadSpec
+
+        wl = dict(wl)
+        stream, rest = self._stream(case, wl)
+        if stream is None:
+            wl.pop("means", None)
+            sp = replace(specs, workload=WorkloadSpec(**wl))
+        else:
+            sp = replace(specs, workload=WorkloadSpec(**rest))
+        return simulate(sp, des, stream=stream).result.summary
+
+    def _server(self, case: Case, specs, des, wl: dict) -> dict:
+        """MLPerf server: bisection on the Poisson rate for the highest one meeting the p99
+        constraints (12 steps between 0 and the offline request throughput)."""
+        ttft_max, tpot_max = case.server
+        off = self._des(case, specs, des, {**wl, "arrival": "batch"})
+        hi = float(off.get("request_throughput_rps") or 1.0)
+        lo, best = 0.0, None
+        for _ in range(12):
+            mid = 0.5 * (lo + hi)
+            s = self._des(case, specs, des, {**wl, "rate_rps": mid})
+            if s.get("ttft_ms_p99", math.inf) <= ttft_max and s.get("tpot_ms_p99", math.inf) <= tpot_max:
+                lo, best = mid, s
+            else:
+                hi = mid
+        if best is None:
+            return {}
+        best = dict(best)
+        best["server_rate_rps"] = lo
+        return best
 
     def predict(self, case: Case, params: dict | None = None) -> float:
         from engine.spec import WorkloadSpec
@@ -237,44 +389,54 @@ class Runner:
 
             s = run(replace(specs, workload=WorkloadSpec(**wl))).summary
         else:
-            from engine.des import simulate
-            from engine.des.workload import RequestStream
-
-            stream = None
             if "num_requests" in wl:
                 wl["num_requests"] = max(100, int(wl["num_requests"] * self.des_scale))
-            if wl.pop("sharegpt", False):
-                n = wl["num_requests"]
-                pr, ou = _sharegpt_lengths(n)
-                rng = np.random.default_rng(1)
-                if wl.get("arrival") == "poisson":
-                    gaps = rng.exponential(1.0 / wl["rate_rps"], size=n)
-                    gaps[0] = 0.0
-                    arr = np.cumsum(gaps)
-                else:
-                    arr = np.zeros(n)
-                stream = RequestStream(arrival_s=arr, prompt=pr, output=ou, priority=np.ones(n, np.int8),
-                                       source="ShareGPT (rescaled Sarathi trace)")
-                wl = {"prompt_len": int(pr.mean()), "output_len": int(ou.mean())}
-            sp = replace(specs, workload=WorkloadSpec(**wl))
-            s = simulate(sp, replace(des, progress="off"), stream=stream).result.summary
-        key = {"ttft": "ttft_ms_p50", "tpot": "tpot_ms_p50", "throughput": "throughput_tok_s"}[case.metric]
-        v = s.get(key)
+            s = self._server(case, specs, des, wl) if case.server else self._des(case, specs, des, wl)
+            if s:
+                s = dict(s)
+                s["total_throughput_tok_s"] = s.get("throughput_tok_s", math.nan) + s.get("input_throughput_tok_s", math.nan)
+        v = s.get(case.key)
+        if v is None and case.key.startswith("total_throughput") and case.engine == "analytical":
+            v = None
         return float(v) if v is not None else float("nan")
 
 
-def read_cases(path) -> list[Case]:
+def read_cases(path, model_configs: dict | None = None) -> list[Case]:
     with open(path, newline="", encoding="utf-8") as f:
-        return [build_case(r) for r in csv.DictReader(f)]
+        return [build_case(r, model_configs) for r in csv.DictReader(f)]
+
+
+def _stats(errs) -> dict:
+    e = np.array(errs, dtype=float)
+    return {"n": int(e.size), "median_abs_error": float(np.median(e)) if e.size else float("nan"),
+            "max_abs_error": float(e.max()) if e.size else float("nan")}
 
 
 def summarize(cases: list[Case]) -> dict:
-    out = {}
-    for g in GROUPS:
-        e = np.array([abs(c.error) for c in cases if not c.skip and c.metric == g and math.isfinite(c.error)])
-        out[g] = {"n": int(e.size), "median_abs_error": float(np.median(e)) if e.size else float("nan"),
-                  "max_abs_error": float(e.max()) if e.size else float("nan")}
+    """Median / max |error| per metric group (only rows with a prediction)."""
+    ok = [c for c in cases if not c.skip and math.isfinite(c.error)]
+    return {g: _stats([abs(c.error) for c in ok if c.metric == g]) for g in GROUPS}
+
+
+def breakdown(cases: list[Case], attr: str) -> dict:
+    """{value of ``attr`` (framework / precision): {metric group: stats}} over predicted rows."""
+    ok = [c for c in cases if not c.skip and math.isfinite(c.error)]
+    out: dict = {}
+    for v in sorted({getattr(c, attr) for c in ok}):
+        out[v] = {g: _stats([abs(c.error) for c in ok if getattr(c, attr) == v and c.metric == g])
+                  for g in GROUPS}
+        out[v] = {g: s for g, s in out[v].items() if s["n"]}
     return out
+
+
+def coverage(cases: list[Case]) -> dict:
+    """Predicted N of M rows, and the skipped ones counted by reason."""
+    pred = sum(1 for c in cases if not c.skip and math.isfinite(c.predicted))
+    nopred = sum(1 for c in cases if not c.skip and not math.isfinite(c.predicted))
+    reasons = Counter(c.skip_kind for c in cases if c.skip)
+    if nopred:
+        reasons["no prediction (does not fit in memory / no rate meets the constraints)"] = nopred
+    return {"rows": len(cases), "predicted": pred, "skipped": dict(reasons)}
 
 
 def table_text(cases: list[Case], summary: dict) -> str:
@@ -284,11 +446,22 @@ def table_text(cases: list[Case], summary: dict) -> str:
             continue
         unit = "tok/s" if c.metric == "throughput" else "ms"
         lines.append(f"{c.id:<9} {c.metric:<10} {c.engine:<10} {c.measured:>10.4g} {c.predicted:>10.4g} "
-                     f"{c.error:>+8.1%}  {unit}; {c.how}")
+                     f"{c.error:>+8.1%}  {unit} ({c.key}); {c.how}")
     lines.append("")
     for g, s in summary.items():
-        lines.append(f"{g:<10} n={s['n']:<3} median |error| {s['median_abs_error']:.1%}   max |error| "
-                     f"{s['max_abs_error']:.1%}")
+        if s["n"]:
+            lines.append(f"{g:<10} n={s['n']:<3} median |error| {s['median_abs_error']:.1%}   max |error| "
+                         f"{s['max_abs_error']:.1%}")
+    for attr, title in (("framework", "per framework profile"), ("precision", "per precision")):
+        lines.append("")
+        lines.append(f"median |error| {title}:")
+        for v, per in breakdown(cases, attr).items():
+            lines.append(f"  {v:<10} " + "  ".join(f"{g} {s['median_abs_error']:.1%} (n={s['n']})"
+                                                   for g, s in per.items()))
+    cov = coverage(cases)
+    lines.append("")
+    lines.append(f"coverage: predicted {cov['predicted']} of {cov['rows']} rows" +
+                 ("; skipped: " + ", ".join(f"{k} {v}" for k, v in cov["skipped"].items()) if cov["skipped"] else ""))
     skipped = [c for c in cases if c.skip]
     if skipped:
         lines.append("")
@@ -396,21 +569,60 @@ def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict
     ]) + "\n"
 
 
+def _model_config(text: str) -> tuple:
+    """--model-config NAME=PATH -> (NAME, PATH); the file must exist."""
+    from engine.errors import SpecError
+
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not Path(path).is_file():
+        raise SpecError("--model-config", text, "NAME=PATH of an existing config.json")
+    return name.strip(), str(Path(path).resolve())
+
+
+def half_split(runner: Runner, cases: list[Case], args) -> dict:
+    """Fit one calibration on every other predictable row (sorted by id: rows 0, 2, 4, ...) with
+    the ``--fit`` machinery, then report median |error| on that half and on the held-out half."""
+    use = sorted((c for c in cases if not c.skip and math.isfinite(c.predicted)), key=lambda c: c.id)
+    fit_half, held = use[0::2], use[1::2]
+    cal = runner.specs(use[0])[0].calibration
+    start = {k: getattr(cal, k) for k in FIT_PARAMS}
+    fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
+    fit_runner._specs = runner._specs
+    params, _ = fit_calibration(fit_runner, fit_half, start, max_nfev=args.max_nfev, log=lambda *a: None)
+
+    def errs(rows):
+        out = []
+        for c in rows:
+            v = runner.predict(c, params)
+            out.append(replace(c, predicted=v))
+        return summarize(out)
+
+    fit_s, held_s = errs(fit_half), errs(held)
+    lines = ["", f"half split: fitted on {len(fit_half)} rows (every other by id), evaluated on the other {len(held)}:",
+             "  fitted " + ", ".join(f"{k}={v:.4g}" for k, v in params.items())]
+    for g in GROUPS:
+        if fit_s[g]["n"] or held_s[g]["n"]:
+            lines.append(f"  {g:<10} fit half median |error| {fit_s[g]['median_abs_error']:.1%} (n={fit_s[g]['n']})"
+                         f"   held-out half {held_s[g]['median_abs_error']:.1%} (n={held_s[g]['n']})")
+    return {"params": params, "fit": fit_s, "held_out": held_s, "text": "\n".join(lines) + "\n"}
+
+
 def run(args) -> dict:
     csv_path = Path(args.csv)
     if not csv_path.is_file():
         raise FileNotFoundError(f"--csv {csv_path}: no such file")
     sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
-    cases = read_cases(csv_path)
+    configs = dict(_model_config(x) for x in args.model_config)
+    cases = read_cases(csv_path, configs)
     if args.only:
         cases = [c for c in cases if re.match(args.only, c.id)]
-    runner = Runner(args.calibration, extra=args.set)
+    runner = Runner(args.calibration, des_scale=args.des_scale, extra=args.set)
     params = None
     if args.fit:
         first = next(c for c in cases if not c.skip)
         cal = runner.specs(first)[0].calibration
         start = {k: getattr(cal, k) for k in FIT_PARAMS}
-        fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale, extra=args.set)
+        fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
         fit_runner._specs = runner._specs
         params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish)
     for c in cases:
@@ -420,21 +632,28 @@ def run(args) -> dict:
                 c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
     summary = summarize(cases)
     text = table_text(cases, summary)
+    split = half_split(runner, cases, args) if args.half_split else None
+    if split:
+        text += split["text"]
     print(text)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.output_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "table.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", "metric", "engine", "measured", "predicted", "signed_error", "how", "skipped"])
+        w.writerow(["id", "metric", "engine", "measured", "predicted", "signed_error", "how", "skipped",
+                    "compared_with", "framework", "precision"])
         for c in cases:
-            w.writerow([c.id, c.metric, c.engine, c.measured, c.predicted, c.error, c.how, c.skip])
+            w.writerow([c.id, c.metric, c.engine, c.measured, c.predicted, c.error, c.how, c.skip,
+                        c.key, c.framework, c.precision])
     (out / "report.md").write_text(f"# Validation against {csv_path.name}\n\nsha256 `{sha}`, calibration "
                                    f"`{args.calibration}`" + (f", fitted {params}" if params else "")
                                    + "\n\n```\n" + text + "```\n")
-    (out / "summary.json").write_text(json.dumps({"csv": str(csv_path), "sha256": sha, "summary": summary,
-                                                  "params": params, "calibration": args.calibration},
-                                                 indent=2))
+    (out / "summary.json").write_text(json.dumps({
+        "csv": str(csv_path), "sha256": sha, "summary": summary, "params": params,
+        "calibration": args.calibration, "coverage": coverage(cases),
+        "per_framework": breakdown(cases, "framework"), "per_precision": breakdown(cases, "precision"),
+        "half_split": {k: v for k, v in (split or {}).items() if k != "text"} or None}, indent=2))
     if args.fit:
         from runner.calibrate import compose
 
@@ -450,6 +669,10 @@ def run(args) -> dict:
         from runner import tracking
 
         metrics = {f"{g}_{k}": v for g, s in summary.items() for k, v in s.items()}
+        metrics["rows_predicted"] = coverage(cases)["predicted"]
+        if split:
+            metrics.update({f"half_split_{g}_median_abs_error": s["median_abs_error"]
+                            for g, s in split["held_out"].items() if s["n"]})
         p = {"csv": str(csv_path), "sha256": sha, "calibration": args.calibration,
              "rows": len(cases), "skipped": sum(1 for c in cases if c.skip)}
         if params:
@@ -474,6 +697,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-nfev", type=int, default=30, help="--fit: least_squares evaluations")
     ap.add_argument("--polish", type=int, default=0,
                     help="--fit: then Nelder-Mead on the mean per-metric median |error| (this many evaluations)")
+    ap.add_argument("--model-config", action="append", default=[], metavar="NAME=PATH",
+                    help="a config.json for a model the project has no conf/model for (repeatable)")
+    ap.add_argument("--des-scale", type=float, default=1.0,
+                    help="DES request counts x this (smaller: faster, noisier)")
+    ap.add_argument("--half-split", action="store_true",
+                    help="also fit on every other row (by id) and report the error on the rows not fitted")
     ap.add_argument("--fit-des-scale", type=float, default=0.3,
                     help="--fit: DES request counts x this while fitting (the final table uses all)")
     ap.add_argument("--force", action="store_true")

@@ -83,7 +83,7 @@ class Replica:
         self.idx = idx
         self.st = st
         self.spec = spec
-        self.sched = make_scheduler(spec.scheduler)
+        self.sched = make_scheduler(spec.scheduler, spec.framework.chunked_prefill)
         self.reserves = self.sched.reserves_output
         self.bs = spec.block_size
         self.budget = spec.token_budget

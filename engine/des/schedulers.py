@@ -17,7 +17,9 @@ Policies (framework profiles in conf/framework/ pick one; engine.des.scheduler o
              the token budget min(max_num_batched_tokens, chunk_size) is spent.
     orca     in-flight batching with a no-evict reservation (Orca, Yu et al., OSDI 2022;
              TensorRT-LLM GUARANTEED_NO_EVICT): decodes plus whole new prompts in one iteration;
-             a request is admitted only when the blocks for its prompt and all its output are free.
+             a request is admitted only when the blocks for its prompt and all its output are free;
+             with the profile's chunked_prefill (TensorRT-LLM chunked context) prompts are split
+             within the token budget like sarathi's, the reservation unchanged.
     sglang   prefill-first with chunked prompts (SGLang ``get_next_batch_to_run``: a new prefill
              batch, the chunked request first, takes priority over decoding; prefill and decode
              batches are separate unless mixed chunks are enabled, which they are not by
@@ -43,9 +45,13 @@ def register(name: str):
     return deco
 
 
-def make(name: str):
-    """The strategy registered under ``name``."""
-    return REGISTRY[name]()
+def make(name: str, chunked_prefill: bool = False):
+    """The strategy registered under ``name``; ``chunked_prefill`` (the framework profile's) lets
+    the no-evict policy split prompts (TensorRT-LLM chunked context); the others fix it."""
+    s = REGISTRY[name]()
+    if s.name == "orca" and chunked_prefill:
+        s.chunks = True
+    return s
 
 
 class Scheduler:

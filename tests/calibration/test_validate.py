@@ -39,9 +39,9 @@ ROWS = [
     _row(id="S-1", model="Llama-3.1-8B-Instruct", hardware="A100-SXM4-80GB", precision="BF16",
          framework="SGLang", batch_or_concurrency="request_rate=4 req/s (1200 prompts)",
          input_len="ShareGPT (var)", output_len="ShareGPT (var)", metric="tpot_ms", value="13", unit="ms"),
-    _row(id="X-1", model="Llama-2-7B", hardware="L40S-48GB", precision="FP8", batch_or_concurrency="1",
+    _row(id="X-1", model="Llama-2-7B", hardware="RTX 4090", precision="FP8", batch_or_concurrency="1",
          input_len="2048", output_len="1", metric="ttft_ms", value="73", unit="ms"),
-    _row(id="X-2", model="Llama-2-70B-chat", hardware="H100-SXM5-80GB (DGX H100)", precision="FP8",
+    _row(id="X-2", model="Llama-2-70B-chat", hardware="H100-SXM5-80GB (DGX H100)", precision="FP8", num_gpus="8",
          tp="submitter-chosen", batch_or_concurrency="offline (all samples)", input_len="OpenOrca (var, <=1024)",
          output_len="~290 mean (var)", metric="output_throughput_tok_s", value="24524"),
 ]
@@ -54,10 +54,13 @@ def test_rows_to_cases():
     assert cases["A-1"].workload == {"prompt_len": 5, "output_len": 200, "batch_size": 1}
     assert cases["A-2"].engine == "analytical" and "model.weight_dtype=fp8" in cases["A-2"].overrides
     assert cases["D-1"].engine == "des" and cases["D-1"].workload["arrival"] == "batch"
-    assert "engine.des.scheduler=sarathi" in cases["D-1"].overrides
+    # the framework profile picks the DES scheduler (conf/framework/trtllm.yaml: orca, no-evict)
+    assert "framework=trtllm" in cases["D-1"].overrides and cases["D-1"].framework == "trtllm"
     assert cases["S-1"].engine == "des" and cases["S-1"].workload["rate_rps"] == 4.0
-    assert "no hardware config" in cases["X-1"].skip
-    assert "TP layout not stated" in cases["X-2"].skip
+    assert cases["S-1"].framework == "sglang" and cases["S-1"].key == "tpot_ms_p50"
+    assert "no hardware config" in cases["X-1"].skip and cases["X-1"].skip_kind == "no hardware config"
+    # TP "submitter-chosen": chosen when composing; 8 GPUs; OpenOrca lengths
+    assert cases["X-2"].auto_tp_gpus == 8 and cases["X-2"].workload["dataset"] == "openorca"
 
 
 def test_batch1_tpot_against_hand_roofline():
@@ -75,12 +78,15 @@ def test_cli_prints_table_summary_and_skips(tmp_path, capsys, mlflow_uri):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=HEADER)
         w.writeheader()
-        w.writerows([ROWS[0], ROWS[1], ROWS[4], ROWS[5]])
+        w.writerows([ROWS[0], ROWS[1], ROWS[4],
+                     _row(id="X-3", model="Foo-13B", hardware="H100-SXM5-80GB", batch_or_concurrency="1",
+                          input_len="128", output_len="1", metric="ttft_ms", value="7", unit="ms")])
     rc = validate.main(["--csv", str(path), "--output-dir", str(tmp_path / "out"), "--tracking-uri", mlflow_uri])
     assert rc == 0
     out = capsys.readouterr().out
     assert "A-1" in out and "A-2" in out and "median |error|" in out and "max |error|" in out
-    assert "skipped (2):" in out and "no hardware config for 'L40S-48GB'" in out
+    assert "skipped (2):" in out and "no hardware config for 'RTX 4090'" in out
+    assert "coverage: predicted 2 of 4 rows; skipped: no hardware config 1, no model config 1" in out
     rows = list(csv.DictReader(open(next((tmp_path / "out").glob("*")) / "table.csv")))
     a1 = next(r for r in rows if r["id"] == "A-1")
     assert float(a1["signed_error"]) == pytest.approx(float(a1["predicted"]) / 10.0 - 1, rel=1e-9)

@@ -103,3 +103,15 @@ def test_host_costs_and_front_end_ceiling():
     rep.finish(end)
     rep.plan(end)
     assert np.allclose(rep.run.steps, 0.015)
+
+
+def test_no_evict_with_chunked_context_splits_prompts_keeps_reservation(specs_with):
+    # TensorRT-LLM chunked context: orca admits a 2048-token prompt in 512-token chunks (budget
+    # 512) and still reserves prompt + output KV at admission (never preempts)
+    fw = replace(FrameworkSpec(), scheduler="orca", chunked_prefill=True, max_num_batched_tokens=512,
+                 preemption="none")
+    specs = replace(specs_with(prompt_len=2048, output_len=4, num_requests=1), framework=fw)
+    sim = simulate(specs, DesSpec(record_iterations=True))
+    tl = sim.timeline.filter(sim.timeline["prefill_tokens"] > 0)
+    assert tl["prefill_tokens"].to_list() == [512, 512, 512, 512]
+    assert REGISTRY["orca"]().chunks is False      # generic / LLM-API default: whole prompts

@@ -1,0 +1,104 @@
+"""The benchmark-row grammar (runner.rowgrammar) and the example CSV validated end to end
+(tests/calibration/data/benchmark_rows.csv: one row of each kind; README "Benchmark rows").
+The example's measured values are illustrative: the test checks what each row is compared with
+and that every row is predicted or skipped with its reason, not the accuracy."""
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from runner import rowgrammar as rg
+from runner import validate
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("text, kind, value, prompts", [
+    ("1", "batch", 1, 0), ("batch=8", "batch", 8, 0), ("Concurrency=32", "concurrency", 32, 0),
+    ("64 concurrent", "concurrency", 64, 0), ("request_rate=4 req/s (1200 prompts)", "rate", 4, 1200),
+    ("2.5 req/s", "rate", 2.5, 0), ("request_rate=INF", "offline", 0, 0),
+    ("max (offline, inf rate)", "offline", 0, 0), ("offline, all at once (5000 prompts)", "offline", 0, 5000),
+    ("server (Poisson, target QPS in log)", "server", 0, 0),
+])
+def test_load_grammar(text, kind, value, prompts):
+    assert rg.parse_load(text) == rg.Load(kind, float(value), prompts)
+
+
+@pytest.mark.parametrize("metric, unit, group, stat, scale", [
+    ("ttft_ms", "ms", "ttft", "p50", 1.0), ("ttft_ms", "ms (mean)", "ttft", "mean", 1.0),
+    ("mean_ttft_ms", "ms", "ttft", "mean", 1.0), ("p99_itl_ms", "ms", "itl", "p99", 1.0),
+    ("e2e_latency_ms", "s (mean)", "e2e", "mean", 1000.0), ("median_tpot_ms", "ms", "tpot", "p50", 1.0),
+    ("output_throughput_tok_s", "tok/s", "throughput", "p50", 1.0),
+])
+def test_metric_grammar(metric, unit, group, stat, scale):
+    m = rg.parse_metric(metric, unit)
+    assert (m.group, m.stat, m.scale) == (group, stat, scale)
+
+
+@pytest.mark.parametrize("name, option, quant", [
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct-FP8", "llama_3_1_8b", "fp8"),
+    ("Meta-Llama-3-70B-Instruct", "llama_3_1_70b", ""), ("LLaMA 7B (Llama-1/2 7B dims, MHA)", "llama_2_7b", ""),
+    ("Llama-2-13b-chat-hf", "llama_2_13b", ""), ("EleutherAI/gpt-j-6b", "gpt_j_6b", ""),
+    ("neuralmagic/Llama-2-7b-chat-AWQ", "llama_2_7b", "int4"), ("Mixtral-8x7B-v0.1 (MoE)", "mixtral_8x7b", ""),
+])
+def test_model_aliases(name, option, quant):
+    assert rg.resolve_model(name) == (option, None, quant)
+
+
+@pytest.mark.parametrize("name, option", [
+    ("H100 80GB (SXM5)", "h100_sxm"), ("H100-SXM5-80GB", "h100_sxm"), ("NVIDIA H200 141GB", "h200"),
+    ("A100-SXM4-80GB (330W cap)", "a100_sxm_80gb"), ("AMD MI300X-192GB", "mi300x"),
+])
+def test_hardware_aliases(name, option):
+    assert rg.resolve_hardware(name) == option
+
+
+@pytest.mark.parametrize("name", ["H100 80GB (PCIe)", "A100 40GB", "RTX 4090"])
+def test_hardware_without_config_is_a_reason(name):
+    r = rg.resolve_hardware(name)
+    assert isinstance(r, rg.Skip) and name in r.detail
+
+
+@pytest.mark.parametrize("fw, version, profile", [
+    ("vLLM", "0.6.0", "vllm_v0"), ("vllm", "v0.10.1", "vllm_v1"), ("vLLM", "", "vllm_v1"),
+    ("vLLM-ROCm (AMD MLPerf harness)", "MLPerf v4.1 submission", "vllm_v0"),
+    ("TensorRT-LLM (trtllm-bench)", "v0.17", "trtllm"), ("SGLang", "0.3.0", "sglang"), ("gpt-fast", "", "generic"),
+])
+def test_framework_profile_from_row(fw, version, profile):
+    assert rg.pick_framework(fw, version)[0] == profile
+
+
+def test_example_csv_end_to_end(tmp_path, capsys):
+    rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
+                        "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",
+                        "--output-dir", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "coverage: predicted 8 of 11 rows; skipped: no hardware config 1, server rate not stated 1, " \
+           "no model config 1" in out
+    assert "median |error| per framework profile:" in out and "median |error| per precision:" in out
+    rows = {r["id"]: r for r in csv.DictReader(open(next(tmp_path.glob("*")) / "table.csv"))}
+    # like with like: a published mean against the simulated mean, p99 against p99, the median
+    # when the statistic is not stated; a per-user decode rate as TPOT
+    expect = {"EX-BATCH1": ("analytical", "tpot_ms_p50"), "EX-STATIC": ("analytical", "throughput_tok_s"),
+              "EX-CLOSED": ("des", "ttft_ms_mean"), "EX-E2E": ("des", "e2e_ms_mean"),
+              "EX-RATE": ("des", "itl_ms_p99"), "EX-INF": ("des", "throughput_tok_s"),
+              "EX-OFFLINE": ("des", "total_throughput_tok_s"), "EX-HFCONFIG": ("des", "tpot_ms_p50")}
+    for rid, (engine, key) in expect.items():
+        r = rows[rid]
+        assert (r["engine"], r["compared_with"]) == (engine, key), rid
+        assert math.isfinite(float(r["predicted"])) and float(r["predicted"]) > 0, rid
+    assert rows["EX-CLOSED"]["framework"] == "vllm_v1" and rows["EX-CLOSED"]["precision"] == "fp8"
+    assert float(rows["EX-E2E"]["measured"]) == pytest.approx(1600.0)        # 1.6 s (mean) in ms
+    assert float(rows["EX-BATCH1"]["measured"]) == pytest.approx(10.0)       # 1000 / 100 tok/s
+    assert "qwen2.5-7b-config.json" in rows["EX-HFCONFIG"]["how"]
+    for rid in ("EX-NOHW", "EX-SERVER", "EX-NOMODEL"):
+        assert rows[rid]["skipped"], rid
+
+
+def test_bad_model_config_names_the_option(capsys):
+    assert validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking",
+                          "--model-config", "Qwen2.5-7B"]) == 2
+    assert "--model-config" in capsys.readouterr().err
