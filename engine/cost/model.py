@@ -135,7 +135,7 @@ class _Transfer:
             self.gemm_class[dt] = use
             if use != cls and dt != "fp16":
                 self.notes.append(Assumption(f"transfer gemm {dt}", f"curve of {use}",
-                                             f"no measured chip in the fit has {dt} GEMM tables"))
+                                             f"no usable {dt} GEMM tables among the fitted chips for this framework"))
         for prec in ("fp8", "fp4"):
             if peaks.get(prec) is None:
                 self.notes.append(Assumption(f"peak {prec}", "next wider precision's peak",
@@ -261,11 +261,12 @@ class _Measured:
         self.gemm_table = {}
         for dt in GEMM_DTYPES:
             exact = next((f for f in order for c in GEMM_SUBSTITUTES[dt][:1] + (("bf16",) if dt == "fp16" else ())
-                          if f"{chip}/{f}/gemm/{c}" in t), None)
+                          if f"{chip}/{f}/gemm/{c}" in t and (f, c) not in transfer.SUSPECT), None)
             if exact is not None:
                 use = (exact, dt if f"{chip}/{exact}/gemm/{dt}" in t else "bf16")
             elif gf is not None:
-                c = next((c for c in GEMM_SUBSTITUTES[dt] if f"{chip}/{gf}/gemm/{c}" in t), None)
+                c = next((c for c in GEMM_SUBSTITUTES[dt] if f"{chip}/{gf}/gemm/{c}" in t
+                          and (gf, c) not in transfer.SUSPECT), None)
                 use = (gf, c) if c else None
             else:
                 use = None
@@ -273,6 +274,9 @@ class _Measured:
             if use is not None and use[1] != dt and not (dt == "fp16" and use[1] == "bf16"):
                 self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use[0]} {use[1]} table",
                                              f"{dt} GEMMs were not measured on {chip}; nearest measured dtype"))
+            elif use is not None and (fw, dt) in transfer.SUSPECT:
+                self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use[0]} {use[1]} table",
+                                             transfer.SUSPECT[(fw, dt)]))
             elif use is not None and use[0] != gf:
                 self.notes.append(Assumption(f"gemm {dt} on {chip}", f"{use[0]} {use[1]} table",
                                              f"{dt} GEMMs were measured on {chip} under {use[0]} only"))
