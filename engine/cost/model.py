@@ -431,20 +431,20 @@ class KernelModel:
     def attn_prefill_s(self, batch, isl, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         """Causal prefill attention of one layer: batch prompts of isl tokens from scratch, heads
         and kv_heads per GPU. Seconds."""
-        _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
+        _check_dtype("model.kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
         return _zero_where_empty(self._impl.attn_prefill_s(batch, isl, heads, kv_heads, head_dim, kv_dtype), batch, isl)
 
     def attn_decode_s(self, batch, ctx, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         """One decode step of one layer: batch sequences each attending over ctx cached tokens
         (heads, kv_heads per GPU). Seconds."""
-        _check_dtype("kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
+        _check_dtype("model.kv_dtype", kv_dtype, tuple(shapes.KV_BYTES))
         return _zero_where_empty(self._impl.attn_decode_s(batch, ctx, heads, kv_heads, head_dim, kv_dtype), batch, ctx)
 
     def mla_prefill_s(self, batch, isl, heads: int, dtype: str):
         """DeepSeek-V3-shaped MLA prefill attention core of one layer (heads per GPU; q/k head dim
         192, v 128). The measured op (context_mla_perf) is the attention kernel only: the q/kv
         down/up projections and the output projection are GEMMs priced by ``gemm_s``. Seconds."""
-        _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
+        _check_dtype("model.kv_dtype", dtype, tuple(shapes.KV_BYTES))
         return _zero_where_empty(self._impl.mla_prefill_s(batch, isl, heads, dtype), batch, isl)
 
     def mla_decode_s(self, batch, ctx, heads: int, dtype: str):
@@ -452,7 +452,7 @@ class KernelModel:
         latent KV cache; heads per GPU; ``dtype`` = KV cache dtype). generation_mla_perf covers the
         attention kernel only (the absorbed q/o BMMs, mla_bmm_perf, and the projections are not
         included: price them as GEMMs). Seconds."""
-        _check_dtype("mla dtype", dtype, tuple(shapes.KV_BYTES))
+        _check_dtype("model.kv_dtype", dtype, tuple(shapes.KV_BYTES))
         return _zero_where_empty(self._impl.mla_decode_s(batch, ctx, heads, dtype), batch, ctx)
 
     def allreduce_s(self, message_bytes, n_gpus: int):
@@ -531,13 +531,13 @@ def _known_sets() -> list:
 @functools.lru_cache(maxsize=64)
 def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple) -> KernelModel:
     if framework not in FRAMEWORKS:
-        raise SpecError("calibration.framework", framework, "one of " + ", ".join(FRAMEWORKS))
+        raise SpecError("framework.kernel_tables", framework, "one of " + ", ".join(FRAMEWORKS))
     if backend not in BACKENDS:
         raise SpecError("calibration.kernels", backend, "one of " + ", ".join(BACKENDS))
     known = _known_sets()
     bad = [c for c in exclude if c not in known]
     if bad:
-        raise SpecError("exclude", bad, "measured table sets: " + ", ".join(known))
+        raise SpecError("calibration.transfer_exclude", bad, "measured table sets: " + ", ".join(known))
     chip = tables_for(hardware)
     if chip is not None and chip not in known:
         raise SpecError("hardware.kernel_tables", chip, 'one of ' + ", ".join(known) + ' or "" (none)')

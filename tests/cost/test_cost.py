@@ -133,7 +133,7 @@ def test_auto_picks_measured_or_transfer():
 def test_spec_errors():
     with pytest.raises(SpecError) as e:
         kernel_model(H100, "tensorrt")
-    assert e.value.field == "calibration.framework"
+    assert e.value.field == "framework.kernel_tables"
     with pytest.raises(SpecError) as e:
         kernel_model(H100, "vllm", "roofline-ish")
     assert e.value.field == "calibration.kernels"
