@@ -67,6 +67,10 @@ _REPORT_GROUP = {"ttft": "ttft", "tpot": "tpot", "itl": "tpot", "e2e": "e2e", "t
 #: Closed-loop rows: clients ramp up over this many seconds (user i of N starts at i x W / N) and
 #: the summary leaves out the ramp and the drain (engine.des ramp_up_s, warmup_s, exclude_drain).
 CLOSED_RAMP_S = 2.0
+#: ... and fixed-length requests differ slightly (+-5 %: a random prompt of N tokens re-tokenises
+#: to about N; vLLM bench --random-range-ratio): identical requests admitted together would
+#: otherwise finish together and the closed loop would run in waves.
+CLOSED_LENGTH_JITTER = 0.05
 #: MLPerf Inference server-scenario constraints (p99 TTFT ms, p99 TPOT ms) by model option, from
 #: the reference README (Llama-2-70B, v4.1: TTFT p99 <= 2 s, TPOT p99 <= 200 ms).
 MLPERF_SERVER = {"llama_2_70b": (2000.0, 200.0)}
@@ -224,9 +228,11 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         users = int(load.value)
         n = min(max(load.prompts, 6 * users, 200), 4000)
         wl.update(arrival="closed_loop", concurrency=users, num_requests=n)
-        case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True)
-        what = (f"closed loop of {users} clients, {n} requests of {src}, ramp-up {CLOSED_RAMP_S:g} s, "
-                "warm-up and drain excluded")
+        case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True,
+                        length_jitter=0.0 if lengths.dataset else CLOSED_LENGTH_JITTER)
+        what = (f"closed loop of {users} clients, {n} requests of {src}"
+                + ("" if lengths.dataset else f" +-{CLOSED_LENGTH_JITTER:.0%}")
+                + f", ramp-up {CLOSED_RAMP_S:g} s, warm-up and drain excluded")
     else:  # server without a rate
         cons = MLPERF_SERVER.get(opt or "")
         if cons is None:
