@@ -12,6 +12,9 @@ Backends (``kernel_model(hardware, framework, backend)``):
   Shapes the tables do not hold (another head configuration or head_dim, another MoE
   configuration, more GPUs than 8) take the nearest measured shape and scale it by the ratio of
   the transfer model's times for the two shapes on this chip (its own peaks, fitted curves).
+  When the HardwareSpec's peaks differ from the sheet the tables were measured on (a what-if such
+  as ``hardware=h100_sxm hardware.hbm_bandwidth=8TB/s``), the measured times are multiplied by the
+  ratio of the transfer model's times on the given figures and on the measured chip's figures.
 * ``transfer``: the fitted roofline-efficiency curves of engine.cost.transfer applied to this
   chip's spec-sheet peaks (hardware.peak_flops, hbm_bandwidth_bytes_s, scaleup_bandwidth_bytes_s).
 * ``auto``: measured when the chip names a table set holding this framework, else transfer.
@@ -524,6 +527,16 @@ _UNITS = Assumption(
     "the source tables count message_size in elements; derived tables store bytes")
 
 
+def _same_figure(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b))
+
+
+def _fmt(v) -> str:
+    return "none" if v is None else f"{v:.4g}"
+
+
 def _known_sets() -> list:
     return shipped_tables()["chips"].tolist()
 
@@ -564,8 +577,25 @@ def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple)
                             f"roofline-efficiency curves fitted on {', '.join(fitted_on)} ({framework} tables) "
                             f"applied to {hardware.name}'s spec-sheet peaks"),) + tuple(tr.notes)
         return KernelModel(name, notes, tr)
-    m = _Measured(chip, framework, tr)
     t = shipped_tables()
+    stored = {k: (None if not np.isfinite(v) else v) for k, v in transfer.chip_peaks(t, chip).items()}
+    changed = [k for k in ("bf16", "fp8", "fp4", "hbm_bandwidth", "scaleup_bandwidth")
+               if not _same_figure(tr.pk.get(k), stored.get(k))]
+    if changed:
+        # a what-if on a measured chip (e.g. hardware.hbm_bandwidth=8TB/s on h100_sxm): the tables
+        # describe the chip as measured; move them by the transfer model's ratio to the new figures
+        ts = _Transfer(stored, fits, chip)
+        m = _Measured(chip, framework, ts)
+        ver = next((str(t[k]) for k in (f"{chip}/{framework}/gemm/version", f"{chip}/{framework}/attn_decode/version")
+                    if k in t), "?")
+        name = f"measured {chip}/{framework} {ver} scaled to {hardware.name} ({', '.join(changed)} changed)"
+        what = "; ".join(f"{k} {_fmt(stored.get(k))} -> {_fmt(tr.pk.get(k))}" for k in changed)
+        notes = (Assumption("kernel backend", name,
+                            f"{hardware.name} differs from the measured {chip} sheet ({what}): measured times x "
+                            f"transfer-model time ratio (this hardware / {chip})"),
+                 _EXTRAPOLATION, _PADDED, _SHAPES, _MOE, _UNITS) + tuple(m.notes) + tuple(tr.notes)
+        return KernelModel(name, notes, _Anchored(m, tr, ts))
+    m = _Measured(chip, framework, tr)
     ver = next((str(t[k]) for k in (f"{chip}/{framework}/gemm/version", f"{chip}/{framework}/attn_decode/version")
                 if k in t), "?")
     name = f"measured {chip}/{framework} {ver}"

@@ -214,3 +214,18 @@ def test_anchored_on_nearest_measured_chip():
     kj = kernel_model(JALAPENO, "vllm", "anchored")
     t = kj.attn_decode_s(np.array([1, 64]), 8192, 32, 8, 128, "bf16")
     assert np.all(np.isfinite(t)) and t[1] > t[0] > 0
+
+
+def test_measured_chip_what_if_scales_by_transfer_ratio():
+    """hardware=h100_sxm with hbm_bandwidth 8 TB/s (was 3.35): the measured tables are moved by the
+    transfer model's ratio. Decode attention at batch 64, 8k context reads 64 x 8192 x 4 KiB = 2.1 GB
+    of KV, bandwidth-bound: it must speed up by most of 8 / 3.35 = 2.39x (not all: the launch floor
+    stays); a 8192^3 bf16 GEMM is compute-bound: unchanged to 2 %."""
+    import dataclasses
+
+    base = kernel_model(H100, "trtllm")
+    fast = kernel_model(dataclasses.replace(H100, hbm_bandwidth_bytes_s=8e12), "trtllm")
+    assert "scaled to" in fast.name and "scaled" not in base.name
+    r = base.attn_decode_s(64, 8192, 32, 8, 128, "bf16") / fast.attn_decode_s(64, 8192, 32, 8, 128, "bf16")
+    assert 1.8 < r < 2.39
+    assert fast.gemm_s(8192, 8192, 8192, "bf16") == pytest.approx(base.gemm_s(8192, 8192, 8192, "bf16"), rel=0.02)
