@@ -28,18 +28,18 @@ PENDING = "pending_sync.json"
 SKIPPED = "skipped.json"
 
 
+#: engine.name -> the package whose ``run(specs) -> RunResult`` runs it; every engine reads its
+#: settings from the Specs bundle (the DES: Specs.des, its null settings from Specs.framework).
+ENGINES = {"analytical": "engine.analytical", "des": "engine.des"}
+
+
 def _engine(name: str, cfg: DictConfig | None = None):
     """The engine's ``run(specs) -> RunResult`` for ``engine.name`` (imported on demand)."""
-    if name == "analytical":
-        from engine.analytical import run
-        return run
-    if name == "des":
-        from functools import partial
+    import importlib
 
-        from engine.des import run
-        from runner.convert import des_spec
-        return partial(run, des=des_spec(cfg))
-    raise SpecError("engine.name", name, "one of: analytical, des")
+    if name not in ENGINES:
+        raise SpecError("engine.name", name, "one of: " + ", ".join(ENGINES))
+    return importlib.import_module(ENGINES[name]).run
 
 
 @lru_cache(maxsize=1)

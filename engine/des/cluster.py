@@ -29,26 +29,54 @@ from engine.des.workload import apply_clients
 END, ARRIVE, PLAN, HANDOFF = 0, 1, 2, 3
 
 
+#: router name -> pick(router, request id) -> Replica (a new router is one function + @register_router)
+ROUTERS: dict = {}
+
+
+def register_router(name: str):
+    def deco(fn):
+        ROUTERS[name] = fn
+        return fn
+    return deco
+
+
+@register_router("round_robin")
+def _round_robin(router, rid):
+    router._rr = (router._rr + 1) % len(router.replicas)
+    return router.replicas[router._rr]
+
+
+@register_router("least_outstanding")
+def _least_outstanding(router, rid):
+    return min(router.replicas, key=lambda r: (r.outstanding, r.idx))
+
+
+@register_router("least_kv")
+def _least_kv(router, rid):
+    return min(router.replicas, key=lambda r: (r.kv_load, r.outstanding, r.idx))
+
+
+@register_router("prefix_affinity")
+def _prefix_affinity(router, rid):
+    reps = router.replicas
+    hashes = router.st.hashes[rid] if router.st.hashes is not None else None
+    if hashes is None or reps[0].prefix is None:
+        return min(reps, key=lambda r: (r.outstanding, r.idx))
+    return min(reps, key=lambda r: (-r.prefix.match(hashes, len(hashes)), r.outstanding, r.idx))
+
+
 class Router:
+    """Routes each arriving request to a replica with the registered policy ``kind``."""
+
     def __init__(self, kind: str, replicas: list[Replica], st: State):
         self.kind, self.replicas, self.st = kind, replicas, st
+        self._pick = ROUTERS[kind]
         self._rr = -1
 
     def pick(self, rid: int) -> Replica:
-        reps = self.replicas
-        if len(reps) == 1:
-            return reps[0]
-        if self.kind == "round_robin":
-            self._rr = (self._rr + 1) % len(reps)
-            return reps[self._rr]
-        if self.kind == "least_outstanding":
-            return min(reps, key=lambda r: (r.outstanding, r.idx))
-        if self.kind == "least_kv":
-            return min(reps, key=lambda r: (r.kv_load, r.outstanding, r.idx))
-        hashes = self.st.hashes[rid] if self.st.hashes is not None else None
-        if hashes is None or reps[0].prefix is None:
-            return min(reps, key=lambda r: (r.outstanding, r.idx))
-        return min(reps, key=lambda r: (-r.prefix.match(hashes, len(hashes)), r.outstanding, r.idx))
+        if len(self.replicas) == 1:
+            return self.replicas[0]
+        return self._pick(self, rid)
 
 
 class Loop:
@@ -233,4 +261,4 @@ def kv_time_average(replicas) -> tuple[float, float]:
     return float(kv), float(sum(r.batch_area for r in replicas) / busy)
 
 
-__all__ = ["Loop", "Router", "kv_time_average"]
+__all__ = ["Loop", "Router", "ROUTERS", "register_router", "kv_time_average"]

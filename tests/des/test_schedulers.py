@@ -115,3 +115,10 @@ def test_no_evict_with_chunked_context_splits_prompts_keeps_reservation(specs_wi
     tl = sim.timeline.filter(sim.timeline["prefill_tokens"] > 0)
     assert tl["prefill_tokens"].to_list() == [512, 512, 512, 512]
     assert REGISTRY["orca"]().chunks is False      # generic / LLM-API default: whole prompts
+
+
+def test_router_and_scheduler_registries_match_the_spec_choices():
+    from engine.des.cluster import ROUTERS
+    from engine.spec.des import ROUTERS as SPEC_ROUTERS
+
+    assert set(ROUTERS) == set(SPEC_ROUTERS)
