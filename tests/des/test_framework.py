@@ -58,3 +58,19 @@ def test_bad_profile_names_the_field(kw, field):
 def test_preemption_none_only_with_the_reservation_scheduler():
     with pytest.raises(SpecError, match=r"engine\.des\.preemption"):
         DesSpec(preemption="none").resolve(FrameworkSpec())
+
+
+def test_yaml_defaults_agree_with_the_specs_and_schemas():
+    # conf/engine/des.yaml == DesSpec() == DesSchema(); conf/framework/generic.yaml == FrameworkSpec()
+    from dataclasses import asdict, fields
+
+    from omegaconf import OmegaConf
+
+    from runner.schema import DesSchema
+    from tests.conftest import CONF
+
+    des_yaml = OmegaConf.to_container(OmegaConf.load(CONF / "engine" / "des.yaml"))["des"]
+    spec = {f.name: getattr(DesSpec(), f.name) for f in fields(DesSpec) if f.name != "framework"}
+    assert des_yaml == spec == asdict(DesSchema())
+    s = compose_specs()            # the default config: framework generic
+    assert s.framework == FrameworkSpec(sources=s.framework.sources)
