@@ -10,6 +10,7 @@ from engine.spec import (CalibrationSpec, FrameworkSpec, HardwareSpec, ModelSpec
                          Specs, WorkloadSpec)
 from runner.schema import (UNITS, CalibrationSchema, FrameworkSchema, HardwareSchema, ModelSchema,
                            PartitionSchema, WorkloadSchema)
+from runner.fields import from_mapping
 from runner.units import to_si
 
 
@@ -43,26 +44,8 @@ def _no_extra_keys(cfg: DictConfig) -> None:
 
 
 def hardware_spec(cfg: DictConfig) -> HardwareSpec:
-    h = cfg.hardware
-    return HardwareSpec(
-        name=h.name,
-        peak_flops_bf16=_q(cfg, "hardware", "peak_bf16"),
-        peak_flops_fp8=_q(cfg, "hardware", "peak_fp8"),
-        peak_flops_int8=_q(cfg, "hardware", "peak_int8"),
-        peak_flops_fp4=_q(cfg, "hardware", "peak_fp4"),
-        compute_figures_sparse=h.compute_figures_sparse,
-        sparse_to_dense_factor=h.sparse_to_dense_factor,
-        hbm_capacity_bytes=_q(cfg, "hardware", "hbm_capacity"),
-        hbm_bandwidth_bytes_s=_q(cfg, "hardware", "hbm_bandwidth"),
-        sram_bytes=_q(cfg, "hardware", "sram"),
-        scaleup_bandwidth_bytes_s=_q(cfg, "hardware", "scaleup_bandwidth"),
-        scaleup_latency_s=_q(cfg, "hardware", "scaleup_latency"),
-        scaleout_bandwidth_bytes_s=_q(cfg, "hardware", "scaleout_bandwidth"),
-        scaleout_latency_s=_q(cfg, "hardware", "scaleout_latency"),
-        devices_per_node=h.devices_per_node,
-        tdp_w=_q(cfg, "hardware", "tdp"),
-        kernel_tables=h.kernel_tables,
-    )
+    """``hardware`` -> HardwareSpec by its field metadata (quantities to SI with pint)."""
+    return from_mapping(HardwareSpec, OmegaConf.to_container(cfg.hardware, resolve=True), "hardware")
 
 
 def model_spec(cfg: DictConfig) -> ModelSpec:
@@ -122,14 +105,13 @@ def noise_spec(cfg: DictConfig) -> NoiseSpec:
     n = cfg.calibration.get("noise")
     if n is None:
         return NoiseSpec()
-    g = "calibration.noise"
-    return NoiseSpec(jitter_sigma=float(n.jitter_sigma), jump_rate_per_s=float(n.jump_rate),
-                     jump_dist=n.jump_dist,
-                     jump_mean_s=to_si(f"{g}.jump_size", n.jump_size, UNITS[f"{g}.jump_size"], allow_zero=True),
-                     jump_sigma=float(n.jump_sigma),
-                     throttle_after_s=to_si(f"{g}.throttle_after", n.throttle_after,
-                                            UNITS[f"{g}.throttle_after"], allow_zero=True),
-                     throttle_factor=float(n.throttle_factor))
+    return from_mapping(NoiseSpec, OmegaConf.to_container(n, resolve=True), "calibration.noise")
+
+
+def calibration_spec(cfg: DictConfig) -> CalibrationSpec:
+    """``calibration`` (with its ``noise``) -> CalibrationSpec by its field metadata."""
+    return from_mapping(CalibrationSpec, OmegaConf.to_container(cfg.calibration, resolve=True),
+                        "calibration")
 
 
 def specs_from_config(cfg: DictConfig) -> Specs:
@@ -139,27 +121,12 @@ def specs_from_config(cfg: DictConfig) -> Specs:
     part.pop("name", None)
     wl = _resolve_trace(OmegaConf.to_container(cfg.workload, resolve=True),
                         OmegaConf.select(cfg, "paths.shared_data"))
-    c = cfg.calibration
     return Specs(
         hardware=hardware_spec(cfg),
         model=model_spec(cfg),
-        partition=PartitionSpec(**part),
+        partition=from_mapping(PartitionSpec, part, "partition"),
         workload=WorkloadSpec(**wl),
-        calibration=CalibrationSpec(
-            name=c.name,
-            compute_efficiency=c.compute_efficiency,
-            memory_bandwidth_efficiency=c.memory_bandwidth_efficiency,
-            comm_efficiency=c.comm_efficiency,
-            memory_reserve_bytes=_q(cfg, "calibration", "memory_reserve"),
-            kv_usable_fraction=c.kv_usable_fraction,
-            step_overhead_s=_q(cfg, "calibration", "step_overhead"),
-            per_token_overhead_s=_q(cfg, "calibration", "per_token_overhead"),
-            per_request_overhead_s=_q(cfg, "calibration", "per_request_overhead"),
-            launch_overhead_s=_q(cfg, "calibration", "launch_overhead"),
-            kernels=c.kernels,
-            transfer_exclude=tuple(c.get("transfer_exclude") or ()),
-            noise=noise_spec(cfg),
-        ),
+        calibration=calibration_spec(cfg),
         analytical=analytical_spec(cfg),
         framework=framework_spec(cfg),
         des=des_spec(cfg),

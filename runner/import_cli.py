@@ -91,6 +91,24 @@ def _cmd_hbm(a) -> None:
     print("sheet row:", d.sheet_row(a.source or ""))
 
 
+def reference_models(conf: Path = CONF) -> dict:
+    """The reference architectures of simple configs: engine.ingest.simple.REFERENCE_OPTIONS as
+    their conf/model YAMLs give them (option -> fields)."""
+    from omegaconf import OmegaConf
+
+    from engine.ingest.simple import REFERENCE_OPTIONS
+
+    out = {}
+    for name in REFERENCE_OPTIONS:
+        path = Path(conf) / "model" / f"{name}.yaml"
+        if not path.is_file():
+            path = CONF / "model" / f"{name}.yaml"
+        doc = OmegaConf.to_container(OmegaConf.load(path))
+        doc.pop("defaults", None)
+        out[name] = doc
+    return out
+
+
 def _cmd_simple(a) -> None:
     import yaml
 
@@ -102,11 +120,11 @@ def _cmd_simple(a) -> None:
         raise ValueError(f"{a.file}: not YAML: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{a.file}: expected a mapping of simple config keys")
-    imp = import_simple(cfg, a.name, a.file)
+    conf = Path(a.conf_dir) if a.conf_dir else CONF
+    imp = import_simple(cfg, a.name, a.file, references=reference_models(conf))
     imp.hardware.name = a.name
     cmd = f"simllm-import simple {a.file} --name {a.name}"
     imp.model_fields["name"] = a.name
-    conf = Path(a.conf_dir) if a.conf_dir else CONF
     _write(conf / "hardware" / f"{a.name}.yaml", imp.hardware.yaml_text(cmd), a.force)
     _write(conf / "model" / f"{a.name}.yaml", imp.model_yaml(cmd), a.force)
     print("run:", " ".join(["simllm", f"hardware={a.name}", f"model={a.name}", *imp.overrides]))

@@ -11,89 +11,28 @@ from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec
+from engine.spec.meta import units
+from runner.fields import schema_of
 from runner.tracking import DEFAULT_URI
 
-#: Default unit of each quantity field when it is given as a bare number.
+#: Default unit of each quantity field when it is given as a bare number: from the specs' field
+#: metadata (engine.spec.meta) for the generated schemas, written out for the others.
 UNITS = {
-    "hardware.peak_bf16": "TFLOPS", "hardware.peak_fp8": "TFLOPS", "hardware.peak_int8": "TOPS",
-    "hardware.peak_fp4": "TFLOPS", "hardware.hbm_capacity": "GB", "hardware.hbm_bandwidth": "TB/s",
-    "hardware.sram": "MB", "hardware.scaleup_bandwidth": "GB/s", "hardware.scaleup_latency": "us",
-    "hardware.scaleout_bandwidth": "GB/s", "hardware.scaleout_latency": "us", "hardware.tdp": "W",
-    "calibration.memory_reserve": "GB", "calibration.step_overhead": "us",
-    "calibration.per_token_overhead": "us", "calibration.per_request_overhead": "us",
-    "calibration.launch_overhead": "us",
-    "calibration.noise.jump_size": "ms", "calibration.noise.throttle_after": "s",
+    **units(HardwareSpec, "hardware"), **units(CalibrationSpec, "calibration"),
     "framework.step_overhead": "us", "framework.per_output_token_overhead": "us",
 }
 
 
-@dataclass
-class HardwareSchema:
-    name: str = "???"
-    description: str = ""
-    peak_bf16: Any = "???"
-    peak_fp8: Any = None
-    peak_int8: Any = None
-    peak_fp4: Any = None
-    compute_figures_sparse: bool = False
-    sparse_to_dense_factor: float = 0.5
-    hbm_capacity: Any = "???"
-    hbm_bandwidth: Any = "???"
-    sram: Any = 0
-    scaleup_bandwidth: Any = None
-    scaleup_latency: Any = 0
-    scaleout_bandwidth: Any = None
-    scaleout_latency: Any = 0
-    devices_per_node: int = 1
-    tdp: Any = None
-    kernel_tables: str = ""  # measured per-kernel tables for this chip (engine/cost/data), "" = none
-    assumptions: List[str] = field(default_factory=list)  # conversions made importing a spec sheet
+#: Generated from the spec's field metadata (runner.fields.schema_of): one source for the key,
+#: default unit, default and required-ness of each field.
+HardwareSchema = schema_of(HardwareSpec)
 
 
-@dataclass
-class ModelSchema:
-    name: str = "???"
-    num_layers: int = "???"  # type: ignore[assignment]
-    hidden_size: int = "???"  # type: ignore[assignment]
-    num_heads: int = "???"  # type: ignore[assignment]
-    num_kv_heads: int = "???"  # type: ignore[assignment]
-    head_dim: int = "???"  # type: ignore[assignment]
-    ffn_size: int = "???"  # type: ignore[assignment]
-    vocab_size: int = "???"  # type: ignore[assignment]
-    attention: str = "gqa"
-    tied_embeddings: bool = False
-    gated_mlp: bool = True
-    num_experts: int = 0
-    experts_per_token: int = 0
-    expert_ffn_size: int = 0
-    num_shared_experts: int = 0
-    first_dense_layers: int = 0
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    sliding_window: int = 0
-    sliding_window_layers: int = 0
-    num_params: Optional[float] = None
-    weight_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    activation_dtype: str = "bf16"
-    weight_group_size: int = 0
-    weight_scale_dtype: str = "bf16"
-    compute_dtype: str = "auto"
-    source: str = ""
-    hf_config: Optional[str] = None  # path to a HF config.json: it supplies the architecture
+ModelSchema = schema_of(ModelSpec)
 
 
-@dataclass
-class PartitionSchema:
-    name: str = "custom"
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    sp: int = 1
-    dp: int = 1
+PartitionSchema = schema_of(PartitionSpec, "PartitionSchema", (("name", str, "custom"),))
 
 
 @dataclass
@@ -140,34 +79,11 @@ class WorkloadSchema:
     seed: int = 0
 
 
-@dataclass
-class NoiseSchema:
-    """Step-time jump diffusion of the DES (engine.spec.calibration.NoiseSpec); options in
-    conf/calibration/noise/ (``none``: all off)."""
-    jitter_sigma: float = 0.0
-    jump_rate: float = 0.0        # jumps per second of busy time
-    jump_dist: str = "fixed"      # fixed | exponential | lognormal
-    jump_size: Any = 0            # mean stall (ms when a bare number)
-    jump_sigma: float = 0.5       # lognormal stall: log-space std
-    throttle_after: Any = 0       # busy time before the TDP throttle (s when a bare number); 0 = off
-    throttle_factor: float = 1.0  # clock fraction once throttled; 1 = off
+#: Step-time jump diffusion of the DES (NoiseSpec); options in conf/calibration/noise/.
+NoiseSchema = schema_of(NoiseSpec)
 
 
-@dataclass
-class CalibrationSchema:
-    name: str = "???"
-    compute_efficiency: float = "???"  # type: ignore[assignment]
-    memory_bandwidth_efficiency: float = "???"  # type: ignore[assignment]
-    comm_efficiency: float = "???"  # type: ignore[assignment]
-    memory_reserve: Any = "???"
-    kv_usable_fraction: float = "???"  # type: ignore[assignment]
-    step_overhead: Any = "???"
-    per_token_overhead: Any = "???"
-    per_request_overhead: Any = "???"
-    launch_overhead: Any = "0 us"
-    kernels: str = "roofline"
-    provenance: str = ""
-    noise: NoiseSchema = field(default_factory=NoiseSchema)
+CalibrationSchema = schema_of(CalibrationSpec)
 
 
 @dataclass

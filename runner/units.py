@@ -74,3 +74,11 @@ def to_si(field: str, value, default_unit: str, allow_zero: bool = False) -> flo
         sign = ">= 0" if allow_zero else "> 0"
         raise SpecError(field, value, f"a value {sign} in {default_unit} or with a unit: {example}")
     return out
+
+
+def from_si(value: float, default_unit: str) -> float:
+    """An SI magnitude in ``default_unit`` (the inverse of ``to_si`` on a bare number): the number
+    a config shows for an engine default, e.g. 2e-6 s -> 2.0 us."""
+    target, _ = _TARGET[default_unit]
+    out = float(registry().Quantity(float(value), target).to(default_unit).magnitude)
+    return round(out, 12)

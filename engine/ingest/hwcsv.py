@@ -39,7 +39,7 @@ from pathlib import Path
 import pint
 
 from engine.ingest.sheet_vocab import (CHIP, DIVIDE, FIELD_ORDER, KINDS, MULTIPLY, REQUIRED_FIELDS, display,
-                                       fmt, resolve, same_text)
+                                       fmt, limit, resolve, same_text)
 from engine.ingest.units import registry
 from engine.spec import HardwareSpec
 
@@ -269,9 +269,9 @@ def _parse_row(path: str, line: int, row_text: str, r: dict):
     fig.key = (fld or p, fig.sparse) if kind == "compute" else (fld or p, False, None)
     if kind == "factor" and not (0 < si <= 1):
         err(f"{r['param']} = {r['value']} is not a fraction in (0, 1]")
-    if fld and kind != "factor" and si > k.limit * (1 + 1e-9):
+    if fld and kind != "factor" and si > limit(kind, fld) * (1 + 1e-9):
         err(f"{r['param']} = {r['value']} {unit} = {display(kind, si, fld)} is absurd for one chip "
-            f"(limit {display(kind, k.limit, fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
+            f"(limit {display(kind, limit(kind, fld), fld)}; check TB/s vs Tb/s, per-stack vs total, per-chip vs per-system)")
     return fig
 
 
@@ -414,7 +414,7 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
                 if stacks is None:
                     raise SheetError(path, f.line, f.row, "a per-stack figure needs a count column or an hbm_stacks row")
                 f.si *= stacks.si
-                if f.si > KINDS[f.kind].limit:
+                if f.si > limit(f.kind, f.field):
                     raise SheetError(path, f.line, f.row, f"{display(f.kind, f.si, f.field)} over {fmt(stacks.si)} "
                                                           "stacks is absurd for one chip (is the figure per stack?)")
                 s = (f"{f.field}: per stack x {fmt(stacks.si)} stacks (hbm_stacks, line {stacks.line}) = "

@@ -6,9 +6,11 @@ rows name their precision in the param (``peak_bf16_tflops``) or the precision c
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 
 from engine.ingest.units import registry
+from engine.spec.hardware import HardwareSpec
+from engine.spec.meta import config_fields
 
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4", "tf32")
 
@@ -81,12 +83,24 @@ MULTIPLY = {"stack", "die", "chiplet", "link", "port", "xcd", "core", "tile"}
 DIVIDE = {"system", "rack", "node", "board", "pod", "server", "tray"}
 CHIP = {"", "chip", "device", "gpu", "package", "accelerator", "card"}
 
-#: Order of the fields in the written YAML (as in runner/schema.py HardwareSchema).
+#: The hardware config fields by key, from HardwareSpec's field metadata (engine.spec.meta): the
+#: unit a figure is written in, its plausible range, whether the config must give it.
+FIELDS = {md["key"]: (f, md) for f, md in config_fields(HardwareSpec) if md["key"] != "name"}
+REQUIRED_FIELDS = tuple(k for k, (f, md) in FIELDS.items()
+                        if f.default is MISSING and f.default_factory is MISSING)
+#: Order of the fields in the written YAML (every field of HardwareSpec; a test checks it).
 FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
                "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
                "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
                "devices_per_node", "tdp", "kernel_tables")
-REQUIRED_FIELDS = ("peak_bf16", "hbm_capacity", "hbm_bandwidth")
+assert set(FIELD_ORDER) == set(FIELDS), "FIELD_ORDER must list every HardwareSpec config key"
+
+
+def limit(kind: str, field_name: str | None) -> float:
+    """The largest value that is a chip rather than a unit slip: the field's plausible range
+    (HardwareSpec metadata), else the kind's."""
+    md = FIELDS[field_name][1] if field_name in FIELDS else {}
+    return md["range"][1] if md.get("range") else KINDS[kind].limit
 
 def fmt(x: float) -> str:
     s = f"{x:.10g}"
@@ -100,7 +114,7 @@ def display(kind: str, si: float, field_name: str = "") -> str:
         return str(int(round(si)))
     if kind == "factor":
         return fmt(si)
-    unit = "TOPS" if field_name == "peak_int8" else k.display
+    unit = (FIELDS[field_name][1]["unit"] if field_name in FIELDS else None) or k.display
     q = registry().Quantity(si, k.si).to("FLOPS" if unit == "TOPS" else unit)
     scale = 1e12 if unit == "TOPS" else 1.0
     return f"{fmt(q.magnitude / scale)} {unit}"

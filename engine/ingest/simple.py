@@ -13,7 +13,8 @@ Quick simulator configs (seed document 000, sec. 3.2) carry only::
 - ``*_gbps`` bandwidths are read as GB/s (the seed's 4096 is 4 TB/s of HBM, its 900 an
   NVLink-class link), compute figures as dense;
 - the architecture (layers, heads, KV heads, FFN, vocabulary) of the reference model nearest in
-  parameter count (``REFERENCES``, or ``architecture:`` naming one): it feeds only the attention and
+  parameter count (``REFERENCE_OPTIONS``, read from conf/model by the runner, or ``architecture:``
+  naming one): it feeds only the attention and
   KV-cache terms, while ``num_params`` sets the weight bytes and 2*N FLOPs per token;
 - ``kv_cache_capacity_gb`` is not an input: the engine derives KV capacity as (HBM - weights -
   activations - reserve) x kv_usable_fraction; the import compares the sheet's figure with the
@@ -27,24 +28,23 @@ from dataclasses import dataclass, field
 
 from engine.ingest.hwcsv import HardwareSheet, _yaml_str, read_sheet
 
-#: Reference architectures (HF config.json values) for models given only by parameter count.
-REFERENCES = {
-    "llama_2_7b": dict(params=6.74e9, num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=32,
-                       head_dim=128, ffn_size=11008, vocab_size=32000, attention="mha",
-                       source="meta-llama/Llama-2-7b-hf config.json"),
-    "llama_2_13b": dict(params=13.0e9, num_layers=40, hidden_size=5120, num_heads=40, num_kv_heads=40,
-                        head_dim=128, ffn_size=13824, vocab_size=32000, attention="mha",
-                        source="meta-llama/Llama-2-13b-hf config.json"),
-    "llama_3_1_8b": dict(params=8.03e9, num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
-                         head_dim=128, ffn_size=14336, vocab_size=128256, attention="gqa",
-                         source="meta-llama/Meta-Llama-3.1-8B config.json"),
-    "llama_3_1_70b": dict(params=70.55e9, num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8,
-                          head_dim=128, ffn_size=28672, vocab_size=128256, attention="gqa",
-                          source="meta-llama/Meta-Llama-3.1-70B config.json"),
-    "llama_3_1_405b": dict(params=405.85e9, num_layers=126, hidden_size=16384, num_heads=128, num_kv_heads=8,
-                           head_dim=128, ffn_size=53248, vocab_size=128256, attention="gqa",
-                           source="meta-llama/Meta-Llama-3.1-405B config.json"),
-}
+#: The model options (conf/model/NAME.yaml, each from its HF config.json) whose architecture a
+#: model given only by its parameter count borrows. The runner reads them from conf/model and
+#: passes them in (``references``: option -> the YAML's fields); no number is repeated here.
+REFERENCE_OPTIONS = ("llama_2_7b", "llama_2_13b", "llama_3_1_8b", "llama_3_1_70b", "llama_3_1_405b")
+#: The architecture fields taken from the reference.
+ARCH_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
+             "attention")
+
+
+def reference_params(fields: dict) -> float:
+    """Total parameter count of a reference option's architecture (engine.analytical.params)."""
+    from engine.analytical.params import param_counts
+    from engine.spec import ModelSpec
+
+    known = {f for f in ModelSpec.__dataclass_fields__}
+    return param_counts(ModelSpec(**{k: v for k, v in fields.items() if k in known})).total
+
 
 DTYPE_OF_BITS = {32: "fp32", 16: "bf16", 8: "fp8", 4: "fp4"}
 
@@ -123,13 +123,14 @@ def _num(sec: str, key: str, v) -> float:
     return x
 
 
-def nearest_reference(num_params: float) -> str:
-    """The reference architecture nearest in log(parameter count)."""
-    return min(REFERENCES, key=lambda k: abs(math.log(REFERENCES[k]["params"] / num_params)))
+def nearest_reference(num_params: float, references: dict) -> str:
+    """The reference option nearest in log(parameter count) (``references``: option -> fields)."""
+    return min(references, key=lambda k: abs(math.log(reference_params(references[k]) / num_params)))
 
 
-def import_simple(cfg: dict, name: str, path: str = "simple.yaml") -> SimpleImport:
-    """Map a simple spec-sheet config to a HardwareSheet and ModelSpec fields (+ assumptions)."""
+def import_simple(cfg: dict, name: str, path: str = "simple.yaml", *, references: dict) -> SimpleImport:
+    """Map a simple spec-sheet config to a HardwareSheet and ModelSpec fields (+ assumptions);
+    ``references``: the REFERENCE_OPTIONS' fields, option -> {num_layers: ..., source: ...}."""
     c = _flat(cfg)
     hw, m, sch, wl = c["hardware"], c["model"], c["scheduler"], c["workload"]
     for sec, key in (("hardware", "compute_tflops_bf16"), ("hardware", "memory_bandwidth_gbps"),
@@ -156,16 +157,15 @@ def import_simple(cfg: dict, name: str, path: str = "simple.yaml") -> SimpleImpo
     if bits not in DTYPE_OF_BITS:
         raise SimpleConfigError(f"model.dtype_bits = {bits}: expected one of {sorted(DTYPE_OF_BITS)}")
     dtype = DTYPE_OF_BITS[bits]
-    ref_name = m.get("architecture") or nearest_reference(n)
-    if ref_name not in REFERENCES:
-        raise SimpleConfigError(f"model.architecture = {ref_name!r}: expected one of {', '.join(REFERENCES)}")
-    ref = REFERENCES[ref_name]
+    ref_name = m.get("architecture") or nearest_reference(n, references)
+    if ref_name not in references:
+        raise SimpleConfigError(f"model.architecture = {ref_name!r}: expected one of {', '.join(references)}")
+    ref = references[ref_name]
     mname = str(m.get("name") or name).replace("-", "_").replace(".", "_")
     fields_ = {"name": mname, "source": f"{path} (simple config), architecture of {ref['source']}",
                "num_params": n}
     notes = {"num_params": f"model.num_params: {n / 1e9:g} B; weights {n * bits / 8 / 1e9:g} GB at {bits} bit"}
-    for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
-              "attention"):
+    for k in ARCH_KEYS:
         fields_[k] = ref[k]
         notes[k] = f"assumed: {ref_name}"
     fields_["weight_dtype"] = fields_["kv_dtype"] = fields_["activation_dtype"] = dtype if bits <= 16 else "fp32"
@@ -173,7 +173,7 @@ def import_simple(cfg: dict, name: str, path: str = "simple.yaml") -> SimpleImpo
         fields_["kv_dtype"] = fields_["activation_dtype"] = "bf16"
     notes["weight_dtype"] = f"dtype_bits: {bits}"
     how = "given" if m.get("architecture") else f"nearest in parameter count to {n / 1e9:g} B"
-    ma = [f"architecture of {ref_name} ({ref['params'] / 1e9:g} B, {how}) for the attention and KV-cache "
+    ma = [f"architecture of {ref_name} ({reference_params(ref) / 1e9:.3g} B, {how}) for the attention and KV-cache "
           f"terms; num_params {n / 1e9:g} B sets the weights and 2*N FLOPs per token",
           f"dtype_bits {bits} -> weights {fields_['weight_dtype']}, KV cache {fields_['kv_dtype']}"]
     kv = sch.get("kv_cache_capacity_gb")

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from engine.spec._check import fraction, non_negative, one_of
+from engine.spec.meta import param
 
 JUMP_DISTS = ("fixed", "exponential", "lognormal")
 #: Operator-cost backends (``CalibrationSpec.kernels``).
@@ -26,13 +27,13 @@ class NoiseSpec:
     Defaults (all off) live in ``conf/calibration/noise/none.yaml``.
     """
 
-    jitter_sigma: float = 0.0
-    jump_rate_per_s: float = 0.0
+    jitter_sigma: float = param(0.0, range=(0.0, 2.0))
+    jump_rate_per_s: float = param(0.0, key="jump_rate", range=(0.0, 1e3))   # per second of busy time
     jump_dist: str = "fixed"
-    jump_mean_s: float = 0.0
-    jump_sigma: float = 0.5
-    throttle_after_s: float = 0.0
-    throttle_factor: float = 1.0
+    jump_mean_s: float = param(0.0, key="jump_size", unit="ms", zero=True, range=(0.0, 60.0))
+    jump_sigma: float = param(0.5, range=(0.0, 5.0))
+    throttle_after_s: float = param(0.0, key="throttle_after", unit="s", zero=True, range=(0.0, 1e6))
+    throttle_factor: float = param(1.0, range=(0.0, 1.0))
 
     _group = "calibration.noise"
 
@@ -78,19 +79,25 @@ class CalibrationSpec:
     Defaults live in ``conf/calibration/``, never here.
     """
 
-    compute_efficiency: float
-    memory_bandwidth_efficiency: float
-    comm_efficiency: float
-    memory_reserve_bytes: float
-    kv_usable_fraction: float
-    step_overhead_s: float = 0.0
-    per_token_overhead_s: float = 0.0
-    per_request_overhead_s: float = 0.0
-    launch_overhead_s: float = 0.0
-    name: str = "calibration"
+    compute_efficiency: float = param(range=(0.0, 1.0))
+    memory_bandwidth_efficiency: float = param(range=(0.0, 1.0))
+    comm_efficiency: float = param(range=(0.0, 1.0))
+    memory_reserve_bytes: float = param(key="memory_reserve", unit="GB", zero=True, range=(0.0, 1e12))
+    kv_usable_fraction: float = param(range=(0.0, 1.0))
+    step_overhead_s: float = param(0.0, key="step_overhead", unit="us", zero=True, required=True,
+                                   range=(0.0, 1.0))
+    per_token_overhead_s: float = param(0.0, key="per_token_overhead", unit="us", zero=True, required=True,
+                                        range=(0.0, 1.0))
+    per_request_overhead_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
+                                          required=True, range=(0.0, 10.0))
+    launch_overhead_s: float = param(0.0, key="launch_overhead", unit="us", zero=True, range=(0.0, 1.0))
+    name: str = param("calibration", required=True)
     kernels: str = "roofline"
-    transfer_exclude: tuple = ()
+    transfer_exclude: tuple = param((), config_type=list)
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
+
+    #: Config-only keys (conf/calibration/*.yaml): where the factors came from.
+    CONFIG_EXTRA = (("provenance", str, ""),)
 
     _group = "calibration"
 

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from engine.errors import SpecError
 from engine.spec._check import fraction, non_negative, positive, positive_int
+from engine.spec.meta import param
 
 #: Math precisions a sheet gives peaks for. fp16 shares the bf16 figure on every current chip.
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4")
@@ -22,24 +23,29 @@ class HardwareSpec:
     """
 
     name: str
-    peak_flops_bf16: float
-    hbm_capacity_bytes: float
-    hbm_bandwidth_bytes_s: float
-    peak_flops_fp8: float | None = None
-    peak_flops_int8: float | None = None
-    peak_flops_fp4: float | None = None
+    peak_flops_bf16: float = param(key="peak_bf16", unit="TFLOPS", range=(1e12, 1e18))
+    hbm_capacity_bytes: float = param(key="hbm_capacity", unit="GB", range=(1e9, 10e12))
+    hbm_bandwidth_bytes_s: float = param(key="hbm_bandwidth", unit="TB/s", range=(1e10, 100e12))
+    peak_flops_fp8: float | None = param(None, key="peak_fp8", unit="TFLOPS", range=(1e12, 1e18))
+    peak_flops_int8: float | None = param(None, key="peak_int8", unit="TOPS", range=(1e12, 1e18))
+    peak_flops_fp4: float | None = param(None, key="peak_fp4", unit="TFLOPS", range=(1e12, 1e18))
     compute_figures_sparse: bool = False
-    sparse_to_dense_factor: float = 0.5
-    sram_bytes: float = 0.0
-    scaleup_bandwidth_bytes_s: float | None = None
-    scaleup_latency_s: float = 0.0
-    scaleout_bandwidth_bytes_s: float | None = None
-    scaleout_latency_s: float = 0.0
-    devices_per_node: int = 1
-    tdp_w: float | None = None
+    sparse_to_dense_factor: float = param(0.5, range=(0.0, 1.0))
+    sram_bytes: float = param(0.0, key="sram", unit="MB", zero=True, range=(0.0, 100e9))
+    scaleup_bandwidth_bytes_s: float | None = param(None, key="scaleup_bandwidth", unit="GB/s",
+                                                    range=(1e9, 100e12))
+    scaleup_latency_s: float = param(0.0, key="scaleup_latency", unit="us", zero=True, range=(0.0, 1e-2))
+    scaleout_bandwidth_bytes_s: float | None = param(None, key="scaleout_bandwidth", unit="GB/s",
+                                                     range=(1e8, 100e12))
+    scaleout_latency_s: float = param(0.0, key="scaleout_latency", unit="us", zero=True, range=(0.0, 1e-2))
+    devices_per_node: int = param(1, range=(1, 1e6))
+    tdp_w: float | None = param(None, key="tdp", unit="W", range=(1.0, 1e5))
     #: Which measured per-kernel tables (engine/cost/data) describe this chip, e.g. "h100_sxm";
     #: "" = none (the cost model then transfers curves learned on the measured chips).
     kernel_tables: str = ""
+
+    #: Config-only keys (conf/hardware/*.yaml): not used by the engine.
+    CONFIG_EXTRA = (("description", str, ""), ("assumptions", list, []))
 
     _group = "hardware"
 

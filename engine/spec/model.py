@@ -1,6 +1,7 @@
 """ModelSpec: a decoder-only transformer's architecture and the dtypes it is served in."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 from engine.errors import SpecError
 from engine.spec._check import one_of, positive, positive_int
@@ -69,6 +70,10 @@ class ModelSpec:
     weight_group_size: int = 0
     weight_scale_dtype: str = "bf16"
     compute_dtype: str = "auto"
+
+    #: Config-only keys (conf/model/*.yaml): where the numbers come from, and a HF config.json
+    #: whose architecture replaces the option's (runner.convert.model_spec reads it).
+    CONFIG_EXTRA = (("source", str, ""), ("hf_config", Optional[str], None))
 
     _group = "model"
 

@@ -9,6 +9,9 @@ from engine.analytical import run
 from engine.ingest.simple import SimpleConfigError, import_simple, nearest_reference
 from runner.convert import specs_from_config
 from runner.import_cli import main as import_main
+from runner.import_cli import reference_models
+
+REFS = reference_models()
 from runner.schema import HardwareSchema, ModelSchema
 
 SEED = {
@@ -28,7 +31,7 @@ def _node(schema, text):
 
 
 def test_seed_simple_config_matches_hand_written_options(cfg_of):
-    imp = import_simple(SEED, "jalapeno_simple")
+    imp = import_simple(SEED, "jalapeno_simple", references=REFS)
     base = ("workload=specsheet_512", "calibration=specsheet")
     hand = run(specs_from_config(cfg_of("hardware=jalapeno", "model=llama_7b_specsheet", *base))).summary
     cfg = cfg_of(*base)
@@ -44,7 +47,7 @@ def test_seed_simple_config_matches_hand_written_options(cfg_of):
 
 
 def test_missing_terms_are_stated():
-    imp = import_simple(SEED, "x")
+    imp = import_simple(SEED, "x", references=REFS)
     text = "\n".join(imp.assumptions + imp.hardware.assumptions)
     assert "architecture of llama_2_7b" in text                       # 6.74 B is nearest to 7.2 B
     assert "read as GB/s" in text
@@ -54,9 +57,11 @@ def test_missing_terms_are_stated():
 
 
 def test_nearest_reference_by_log_distance():
-    assert nearest_reference(7.2e9) == "llama_2_7b"      # ln(7.2/6.74)=0.066 < ln(8.03/7.2)=0.109
-    assert nearest_reference(9e9) == "llama_3_1_8b"
-    assert nearest_reference(60e9) == "llama_3_1_70b"
+    # totals of the conf/model options (SOURCES.md): 6.74, 13.0, 8.03, 70.55, 405.85 B
+    assert nearest_reference(7.2e9, REFS) == "llama_2_7b"      # ln(7.2/6.74)=0.066 < ln(8.03/7.2)=0.109
+    assert nearest_reference(9e9, REFS) == "llama_3_1_8b"
+    assert nearest_reference(60e9, REFS) == "llama_3_1_70b"
+    assert nearest_reference(12e9, REFS) == "llama_2_13b"      # ln(13.0/12)=0.08 < ln(12/8.03)=0.40
 
 
 @pytest.mark.parametrize("cfg,needle", [
@@ -68,7 +73,7 @@ def test_nearest_reference_by_log_distance():
 ])
 def test_errors_name_the_key(cfg, needle):
     with pytest.raises(SimpleConfigError, match=needle.replace("(", r"\(")):
-        import_simple(cfg, "x")
+        import_simple(cfg, "x", references=REFS)
 
 
 def test_simple_command_writes_both_configs(tmp_path, capsys):

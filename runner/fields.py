@@ -1,0 +1,109 @@
+"""Specs' field metadata (engine.spec.meta) -> Hydra schemas, units and specs.
+
+``schema_of(SpecClass)`` generates the structured-config schema of a config group from the spec:
+one field per spec field under its config key, typed ``Any`` for a quantity (a number in the
+field's default unit or a string with a unit), the config default derived from the spec's (SI ->
+default unit), ``???`` where the config must give it, plus the spec's ``CONFIG_EXTRA`` keys.
+``from_mapping(SpecClass, mapping, group)`` is the generic, Hydra-free loader: quantities to SI
+with pint (runner.units), lists to tuples, nested specs recursively, then the spec's own checks.
+"""
+
+import dataclasses
+import functools
+from dataclasses import MISSING
+from typing import Any, Optional, Union, get_args, get_origin
+
+from engine.errors import SpecError
+from engine.spec.meta import config_fields
+from runner.units import from_si, to_si
+
+
+def _nested(f):
+    t = f.type
+    return t if isinstance(t, type) and dataclasses.is_dataclass(t) else None
+
+
+def _config_type(f, md):
+    """The schema type of a spec field: Any for quantities, Optional[T] for ``T | None``."""
+    if md["unit"]:
+        return Any
+    if md["config_type"] is not None:
+        return md["config_type"]
+    t = f.type
+    if get_origin(t) in (Union, getattr(__import__("types"), "UnionType", Union)):
+        args = [a for a in get_args(t) if a is not type(None)]
+        return Optional[args[0]] if len(args) == 1 else Any
+    if t is tuple:
+        return list
+    return t
+
+
+def _config_default(f, md):
+    """The schema default: ``???`` if required or the spec has none; a quantity's SI default in its
+    unit (0 stays the integer 0); a tuple as a list; else the spec's."""
+    if md["required"] or (f.default is MISSING and f.default_factory is MISSING):
+        return "???"
+    value = f.default if f.default is not MISSING else f.default_factory()
+    if md["unit"] and value is not None:
+        return 0 if value == 0 else from_si(value, md["unit"])
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def schema_of(cls, name: str | None = None, front: tuple = ()) -> type:
+    """The Hydra schema dataclass of spec class ``cls``: ``front`` ((key, type, default), ...)
+    first (e.g. the option's ``name``), then its fields, then ``cls.CONFIG_EXTRA``."""
+    specs = []
+    for key, typ, default in (*front, *getattr(cls, "CONFIG_EXTRA", ())):
+        specs.append((key, typ, _field_default(default)))
+    keys = {k for k, _, _ in specs}
+    for f, md in config_fields(cls):
+        if md["key"] in keys:
+            continue
+        nested = _nested(f)
+        if nested is not None:
+            specs.append((md["key"], schema_of(nested), dataclasses.field(default_factory=schema_of(nested))))
+        else:
+            specs.append((md["key"], _config_type(f, md), _field_default(_config_default(f, md))))
+    order = [k for k, _, _ in front] + [md["key"] for _, md in config_fields(cls)] + \
+        [k for k, _, _ in getattr(cls, "CONFIG_EXTRA", ())]
+    specs.sort(key=lambda s: order.index(s[0]))
+    return dataclasses.make_dataclass(name or cls.__name__.replace("Spec", "Schema"), specs)
+
+
+def _field_default(value):
+    if isinstance(value, dataclasses.Field):
+        return value
+    if isinstance(value, (list, dict)):
+        return dataclasses.field(default_factory=lambda v=value: type(v)(v))
+    return dataclasses.field(default=value)
+
+
+def from_mapping(cls, mapping, group: str):
+    """Spec ``cls`` from a plain mapping of config keys (a resolved config group): quantities to
+    SI floats with pint (SpecError naming ``group.key``), lists to tuples, nested specs
+    recursively; keys the spec does not have (its CONFIG_EXTRA, a name) are left out."""
+    kw = {}
+    for f, md in config_fields(cls):
+        key = md["key"]
+        if key not in mapping:
+            continue
+        value = mapping[key]
+        nested = _nested(f)
+        if nested is not None:
+            kw[f.name] = from_mapping(nested, value or {}, f"{group}.{key}")
+        elif md["unit"]:
+            kw[f.name] = to_si(f"{group}.{key}", value, md["unit"], allow_zero=md["zero"])
+        elif isinstance(value, list):
+            kw[f.name] = tuple(value)
+        else:
+            kw[f.name] = value
+    try:
+        return cls(**kw)
+    except TypeError as e:  # a required field the mapping lacks
+        raise SpecError(group, dict(mapping), f"all required fields of {cls.__name__} ({e})") from None
+
+
+__all__ = ["schema_of", "from_mapping"]

@@ -1,0 +1,99 @@
+"""Field metadata on the specs (engine.spec.meta) -> generated Hydra schemas, the generic loader
+``from_mapping``, and every YAML default checked against its field."""
+
+import dataclasses
+
+import pytest
+from omegaconf import OmegaConf
+
+from engine.errors import SpecError
+from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec
+from engine.spec.meta import config_fields, units
+from runner import schema
+from runner.fields import from_mapping
+from runner.units import to_si
+from tests.conftest import CONF
+
+#: config group folder -> (spec class, generated schema)
+GENERATED = {"hardware": (HardwareSpec, schema.HardwareSchema), "model": (ModelSpec, schema.ModelSchema),
+             "partition": (PartitionSpec, schema.PartitionSchema),
+             "calibration": (CalibrationSpec, schema.CalibrationSchema),
+             "calibration/noise": (NoiseSpec, schema.NoiseSchema)}
+
+
+def test_loader_converts_by_metadata():
+    """Hand values: 1 PFLOPS = 1e15 FLOP/s; a bare 80 in GB = 80e9 B; 3.35 TB/s = 3.35e12 B/s;
+    a bare 2 in us = 2e-6 s; 0 MB of SRAM is allowed (zero=True)."""
+    hw = from_mapping(HardwareSpec, {"name": "x", "peak_bf16": "1 PFLOPS", "hbm_capacity": 80,
+                                     "hbm_bandwidth": "3.35 TB/s", "scaleup_latency": 2, "sram": 0,
+                                     "description": "config-only, not in the spec"}, "hardware")
+    assert (hw.peak_flops_bf16, hw.hbm_capacity_bytes, hw.hbm_bandwidth_bytes_s, hw.scaleup_latency_s,
+            hw.sram_bytes) == (1e15, 80e9, 3.35e12, pytest.approx(2e-6), 0.0)
+    cal = from_mapping(CalibrationSpec, {"name": "c", "compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.5,
+                                         "comm_efficiency": 0.5, "memory_reserve": "2 GiB",
+                                         "kv_usable_fraction": 0.9, "transfer_exclude": ["h100_sxm"],
+                                         "noise": {"jump_size": 30, "throttle_after": "2 min"}}, "calibration")
+    assert cal.memory_reserve_bytes == 2 * 2**30 and cal.transfer_exclude == ("h100_sxm",)
+    assert cal.noise.jump_mean_s == pytest.approx(0.030) and cal.noise.throttle_after_s == 120.0
+    with pytest.raises(SpecError, match=r"^hardware\.hbm_bandwidth"):
+        from_mapping(HardwareSpec, {"name": "x", "peak_bf16": 1, "hbm_capacity": 1, "hbm_bandwidth": "5 GB"},
+                     "hardware")
+    with pytest.raises(SpecError, match=r"^hardware\.peak_bf16"):   # zero not allowed for a peak
+        from_mapping(HardwareSpec, {"name": "x", "peak_bf16": 0, "hbm_capacity": 1, "hbm_bandwidth": 1},
+                     "hardware")
+
+
+@pytest.mark.parametrize("group", sorted(GENERATED))
+def test_schema_is_the_spec(group):
+    """One schema field per spec field under its config key (+ the spec's CONFIG_EXTRA); a quantity
+    is typed Any and defaults to its SI default in its unit; required fields are '???'."""
+    spec, sch = GENERATED[group]
+    sf = {f.name: f for f in dataclasses.fields(sch)}
+    extra = {k for k, _, _ in getattr(spec, "CONFIG_EXTRA", ())} | ({"name"} if spec is PartitionSpec else set())
+    assert set(sf) == {md["key"] for _, md in config_fields(spec)} | extra
+    for f, md in config_fields(spec):
+        s = sf[md["key"]]
+        default = s.default if s.default is not dataclasses.MISSING else s.default_factory()
+        if md["required"] or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING):
+            assert default == "???", md["key"]
+        elif md["unit"] and f.default is not None:
+            assert to_si(md["key"], default, md["unit"], allow_zero=True) == pytest.approx(f.default), md["key"]
+    assert units(HardwareSpec, "hardware")["hardware.hbm_bandwidth"] == "TB/s" == schema.UNITS["hardware.hbm_bandwidth"]
+
+
+def _options(group):
+    return sorted((CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", sorted(GENERATED))
+def test_every_yaml_value_fits_its_field(group):
+    """Every key of every option file is a field of the group's spec (or config-only), and every
+    number or quantity lies in the field's plausible range after conversion with its unit."""
+    spec, sch = GENERATED[group]
+    by_key = {md["key"]: (f, md) for f, md in config_fields(spec)}
+    known = {f.name for f in dataclasses.fields(sch)}
+    checked = 0
+    for path in _options(group):
+        doc = OmegaConf.to_container(OmegaConf.load(path))
+        doc.pop("defaults", None)
+        for key, value in doc.items():
+            assert key in known, (path.name, key)
+            if key not in by_key or value is None or isinstance(value, (bool, dict, list)):
+                continue
+            f, md = by_key[key]
+            if md["unit"]:
+                value = to_si(f"{group}.{key}", value, md["unit"], allow_zero=md["zero"])
+            if md["range"] and isinstance(value, (int, float)):
+                lo, hi = md["range"]
+                assert lo <= value <= hi, (path.name, key, value, md["range"])
+                checked += 1
+    assert checked > 0 or group in ("partition", "model")
+
+
+def test_every_option_loads_like_the_runner(cfg_of):
+    """The generic loader on the plain YAML values gives the spec the runner builds."""
+    from runner.convert import specs_from_config
+
+    for path in _options("hardware"):
+        doc = OmegaConf.to_container(OmegaConf.load(path))
+        assert from_mapping(HardwareSpec, doc, "hardware") == specs_from_config(cfg_of(f"hardware={path.stem}")).hardware
