@@ -7,7 +7,7 @@ from engine.spec.meta import param
 
 JUMP_DISTS = ("fixed", "exponential", "lognormal")
 #: Operator-cost backends (``CalibrationSpec.kernels``).
-KERNEL_BACKENDS = ("roofline", "measured", "transfer", "auto")
+KERNEL_BACKENDS = ("roofline", "measured", "transfer", "anchored", "auto")
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,9 @@ class CalibrationSpec:
     kernels: how an operator's time is priced (``engine.analytical.kernels``): roofline (peak x
         the efficiencies above), measured (the chip's measured kernel tables for the framework's
         ``kernel_tables``), transfer (curves learned on the measured chips applied to this chip's
-        spec-sheet peaks), auto (measured when the chip has tables, else transfer; roofline when
-        the framework names no kernel tables);
+        spec-sheet peaks), anchored (the nearest measured chip's tables scaled by the transfer
+        curves' ratio between the two chips), auto (measured when the chip has tables, else
+        transfer; roofline when the framework names no kernel tables);
     transfer_exclude: measured table sets (e.g. "h100_sxm") the transfer curves are fitted
         without - to validate the transfer on a chip whose tables are held out.
     Defaults live in ``conf/calibration/``, never here.
