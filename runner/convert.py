@@ -75,29 +75,16 @@ def _overlap(value) -> float:
 
 
 def analytical_spec(cfg: DictConfig):
-    """``engine.analytical`` settings -> AnalyticalSpec (quantities to SI with pint)."""
-    from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
+    """``engine.analytical`` settings -> AnalyticalSpec by its field metadata (quantities to SI
+    with pint; ``overlap`` words to a fraction)."""
+    from engine.spec.analytical import AnalyticalSpec
 
     node = cfg.engine.get("analytical")
     if node is None:
         return AnalyticalSpec()
     a = OmegaConf.to_container(node, resolve=True)
-    d = a.pop("disagg")
-    g = "engine.analytical.disagg"
-    disagg = DisaggSpec(
-        enabled=d["enabled"], prefill_tp=d["prefill_tp"], prefill_pp=d["prefill_pp"],
-        prefill_sp=d["prefill_sp"], prefill_replicas=d["prefill_replicas"],
-        link_bandwidth_bytes_s=to_si(f"{g}.link_bandwidth", d["link_bandwidth"], "GB/s"),
-        link_latency_s=to_si(f"{g}.link_latency", d["link_latency"], "us", allow_zero=True),
-        per_wr_s=to_si(f"{g}.per_wr", d["per_wr"], "us", allow_zero=True),
-        relayout_factor=d["relayout_factor"], overlap=d["overlap"])
-    pareto = a.pop("pareto")
-    pareto = ParetoSpec(**{**pareto, "batches": tuple(pareto["batches"]),
-                           "chunks": tuple(pareto["chunks"])})
-    return AnalyticalSpec(**{**a, "overlap": _overlap(a["overlap"]),
-                             "chunk_candidates": tuple(a["chunk_candidates"]),
-                             "disagg": disagg, "spec_decode": SpecDecodeSpec(**a["spec_decode"]),
-                             "pareto": pareto})
+    a["overlap"] = _overlap(a["overlap"])
+    return from_mapping(AnalyticalSpec, a, "engine.analytical")
 
 
 def noise_spec(cfg: DictConfig) -> NoiseSpec:
@@ -125,7 +112,7 @@ def specs_from_config(cfg: DictConfig) -> Specs:
         hardware=hardware_spec(cfg),
         model=model_spec(cfg),
         partition=from_mapping(PartitionSpec, part, "partition"),
-        workload=WorkloadSpec(**wl),
+        workload=from_mapping(WorkloadSpec, wl, "workload"),
         calibration=calibration_spec(cfg),
         analytical=analytical_spec(cfg),
         framework=framework_spec(cfg),

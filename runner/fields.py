@@ -39,13 +39,16 @@ def _config_type(f, md):
 
 
 def _config_default(f, md):
-    """The schema default: ``???`` if required or the spec has none; a quantity's SI default in its
-    unit (0 stays the integer 0); a tuple as a list; else the spec's."""
+    """The schema default: ``???`` if required or the spec has none; the field's config_default;
+    a quantity's SI default written in its unit (0 stays the integer 0); a tuple as a list; else
+    the spec's."""
     if md["required"] or (f.default is MISSING and f.default_factory is MISSING):
         return "???"
+    if md["config_default"] is not MISSING:
+        return md["config_default"]
     value = f.default if f.default is not MISSING else f.default_factory()
-    if md["unit"] and value is not None:
-        return 0 if value == 0 else from_si(value, md["unit"])
+    if md["unit"] and value is not None:   # "50 GB/s" for 50e9 B/s; a zero stays the number 0
+        return 0 if value == 0 else f"{from_si(value, md['unit']):g} {md['unit']}"
     if isinstance(value, tuple):
         return list(value)
     return value

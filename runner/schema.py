@@ -11,7 +11,9 @@ from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec
+from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, WorkloadSpec
+from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
+from engine.spec.workload import LengthDist, TraceSpec
 from engine.spec.meta import units
 from runner.fields import schema_of
 from runner.tracking import DEFAULT_URI
@@ -20,6 +22,7 @@ from runner.tracking import DEFAULT_URI
 #: metadata (engine.spec.meta) for the generated schemas, written out for the others.
 UNITS = {
     **units(HardwareSpec, "hardware"), **units(CalibrationSpec, "calibration"),
+    **units(AnalyticalSpec, "engine.analytical"),
     "framework.step_overhead": "us", "framework.per_output_token_overhead": "us",
 }
 
@@ -35,48 +38,13 @@ ModelSchema = schema_of(ModelSpec)
 PartitionSchema = schema_of(PartitionSpec, "PartitionSchema", (("name", str, "custom"),))
 
 
-@dataclass
-class LengthSchema:
-    """A length distribution of the DES request stream (engine.spec.workload.LengthDist)."""
-    kind: str = "fixed"
-    low: int = 1
-    high: int = 0
-    sigma: float = 0.5
-    zipf_a: float = 1.2
-    values: list = field(default_factory=list)
+LengthSchema = schema_of(LengthDist, "LengthSchema")
 
 
-@dataclass
-class TraceSchema:
-    """A request trace file and its columns (engine.spec.workload.TraceSpec); '' = none/auto."""
-    path: str = ""
-    format: str = "auto"
-    arrival_column: str = ""
-    prompt_column: str = ""
-    output_column: str = ""
-    hash_column: str = ""
-    time_unit: str = "auto"
-    block_tokens: int = 512
+TraceSchema = schema_of(TraceSpec, "TraceSchema")
 
 
-@dataclass
-class WorkloadSchema:
-    name: str = "custom"
-    prompt_len: int = "???"  # type: ignore[assignment]
-    output_len: int = "???"  # type: ignore[assignment]
-    batch_size: int = 1
-    # request stream of the discrete-event engine (engine=des); see engine.spec.workload
-    num_requests: int = 0
-    arrival: str = "batch"
-    rate_rps: float = 0.0
-    arrival_cv: float = 1.0
-    concurrency: int = 0
-    think_time_s: float = 0.0
-    prompt_dist: LengthSchema = field(default_factory=LengthSchema)
-    output_dist: LengthSchema = field(default_factory=LengthSchema)
-    trace: TraceSchema = field(default_factory=TraceSchema)
-    priority_fraction: float = 0.0
-    seed: int = 0
+WorkloadSchema = schema_of(WorkloadSpec, "WorkloadSchema", (("name", str, "custom"),))
 
 
 #: Step-time jump diffusion of the DES (NoiseSpec); options in conf/calibration/noise/.
@@ -144,59 +112,17 @@ class DesSchema:
     exclude_drain: bool = False
 
 
-@dataclass
-class DisaggSchema:
-    """Disaggregated prefill/decode (engine.spec.analytical.DisaggSpec)."""
-    enabled: bool = False
-    prefill_tp: int = 0
-    prefill_pp: int = 0
-    prefill_sp: int = 0
-    prefill_replicas: int = 1
-    link_bandwidth: Any = "50 GB/s"
-    link_latency: Any = "5 us"
-    per_wr: Any = "1 us"
-    relayout_factor: float = 0.1
-    overlap: float = 0.0
+DisaggSchema = schema_of(DisaggSpec, "DisaggSchema")
 
 
-@dataclass
-class SpecDecodeSchema:
-    """Speculative decoding (engine.spec.analytical.SpecDecodeSpec)."""
-    method: str = "none"
-    gamma: int = 3
-    acceptance: float = 0.7
-    draft_cost_fraction: float = 0.05
+SpecDecodeSchema = schema_of(SpecDecodeSpec, "SpecDecodeSchema")
 
 
-@dataclass
-class ParetoSchema:
-    """Partition x batch x chunk Pareto sweep (engine.spec.analytical.ParetoSpec)."""
-    enabled: bool = False
-    devices: int = 8
-    batches: list = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
-    chunks: list = field(default_factory=lambda: [0])
-    max_tp: int = 0
-    max_pp: int = 0
-    max_sp: int = 1
-    throughput: str = "decode"
+ParetoSchema = schema_of(ParetoSpec, "ParetoSchema")
 
 
-@dataclass
-class AnalyticalSchema:
-    """Analytical-engine switches (engine.spec.analytical.AnalyticalSpec); defaults in
-    conf/engine/analytical.yaml. ``overlap``: none | full | a fraction in [0, 1]."""
-    roofline: str = "op"
-    overlap: Any = "none"
-    allreduce: str = "ring"
-    pp_microbatches: int = 0
-    prefill_chunk: int = 0
-    chunk_search: bool = False
-    chunk_candidates: list = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096, 8192, 16384])
-    kv_block_tokens: int = 16
-    idle_power_fraction: float = 0.3
-    disagg: DisaggSchema = field(default_factory=DisaggSchema)
-    spec_decode: SpecDecodeSchema = field(default_factory=SpecDecodeSchema)
-    pareto: ParetoSchema = field(default_factory=ParetoSchema)
+#: engine.analytical (defaults in conf/engine/analytical.yaml); ``overlap``: none | full | a fraction.
+AnalyticalSchema = schema_of(AnalyticalSpec, "AnalyticalSchema")
 
 
 @dataclass

@@ -6,9 +6,11 @@ the dataclass usable from a notebook and mirror that file (a test checks they ag
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive_int
+from engine.spec.meta import param
 
 ROOFLINES = ("op", "pass")
 ALLREDUCE = ("ring", "tree", "auto")
@@ -35,9 +37,9 @@ class DisaggSpec:
     prefill_pp: int = 0
     prefill_sp: int = 0
     prefill_replicas: int = 1
-    link_bandwidth_bytes_s: float = 50e9
-    link_latency_s: float = 5e-6
-    per_wr_s: float = 1e-6
+    link_bandwidth_bytes_s: float = param(50e9, key="link_bandwidth", unit="GB/s", range=(1e8, 100e12))
+    link_latency_s: float = param(5e-6, key="link_latency", unit="us", zero=True, range=(0.0, 1e-2))
+    per_wr_s: float = param(1e-6, key="per_wr", unit="us", zero=True, range=(0.0, 1e-3))
     relayout_factor: float = 0.1
     overlap: float = 0.0
 
@@ -91,8 +93,8 @@ class ParetoSpec:
 
     enabled: bool = False
     devices: int = 8
-    batches: tuple = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-    chunks: tuple = (0,)
+    batches: tuple = param((1, 2, 4, 8, 16, 32, 64, 128, 256, 512), config_type=list)
+    chunks: tuple = param((0,), config_type=list)
     max_tp: int = 0
     max_pp: int = 0
     max_sp: int = 1
@@ -130,12 +132,12 @@ class AnalyticalSpec:
     """
 
     roofline: str = "op"
-    overlap: float = 0.0
+    overlap: float = param(0.0, config_type=Any, config_default="none", range=(0.0, 1.0))  # none|full|x
     allreduce: str = "ring"
     pp_microbatches: int = 0
     prefill_chunk: int = 0
     chunk_search: bool = False
-    chunk_candidates: tuple = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+    chunk_candidates: tuple = param((128, 256, 512, 1024, 2048, 4096, 8192, 16384), config_type=list)
     kv_block_tokens: int = 16
     idle_power_fraction: float = 0.3
     disagg: DisaggSpec = field(default_factory=DisaggSpec)

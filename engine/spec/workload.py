@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
+from engine.spec.meta import param
 
 ARRIVALS = ("batch", "poisson", "gamma", "closed_loop", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal", "zipf", "empirical")
@@ -33,7 +34,7 @@ class LengthDist:
     high: int = 0
     sigma: float = 0.5
     zipf_a: float = 1.2
-    values: tuple = ()
+    values: tuple = param((), config_type=list)
 
     def check(self, group: str) -> None:
         one_of(group, "kind", self.kind, LENGTH_KINDS)

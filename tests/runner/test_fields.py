@@ -7,7 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from engine.errors import SpecError
-from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec
+from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, WorkloadSpec
+from engine.spec.analytical import AnalyticalSpec
 from engine.spec.meta import config_fields, units
 from runner import schema
 from runner.fields import from_mapping
@@ -18,7 +19,8 @@ from tests.conftest import CONF
 GENERATED = {"hardware": (HardwareSpec, schema.HardwareSchema), "model": (ModelSpec, schema.ModelSchema),
              "partition": (PartitionSpec, schema.PartitionSchema),
              "calibration": (CalibrationSpec, schema.CalibrationSchema),
-             "calibration/noise": (NoiseSpec, schema.NoiseSchema)}
+             "calibration/noise": (NoiseSpec, schema.NoiseSchema),
+             "workload": (WorkloadSpec, schema.WorkloadSchema)}
 
 
 def test_loader_converts_by_metadata():
@@ -87,7 +89,21 @@ def test_every_yaml_value_fits_its_field(group):
                 lo, hi = md["range"]
                 assert lo <= value <= hi, (path.name, key, value, md["range"])
                 checked += 1
-    assert checked > 0 or group in ("partition", "model")
+    assert checked > 0 or group in ("partition", "model", "workload")
+
+
+def test_analytical_yaml_is_the_spec_default():
+    """conf/engine/analytical.yaml holds the engine's defaults: loaded by the spec's metadata it
+    is AnalyticalSpec() (overlap 'none' = 0), and its schema has every field."""
+    doc = OmegaConf.to_container(OmegaConf.load(CONF / "engine" / "analytical.yaml"))["analytical"]
+    assert doc["overlap"] == "none"
+    doc["overlap"] = 0.0
+    got = dataclasses.asdict(from_mapping(AnalyticalSpec, doc, "engine.analytical"))
+    want = dataclasses.asdict(AnalyticalSpec())
+    assert got.pop("disagg") == pytest.approx(want.pop("disagg"))   # pint: 5 us -> 4.9999999999999996e-06 s
+    assert got == want
+    assert {f.name for f in dataclasses.fields(schema.AnalyticalSchema)} == \
+        {md["key"] for _, md in config_fields(AnalyticalSpec)}
 
 
 def test_every_option_loads_like_the_runner(cfg_of):
