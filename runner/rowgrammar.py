@@ -96,7 +96,8 @@ class Lengths:
     dataset: str = ""
 
 
-def _int(s):
+def to_int(s):
+    """An integer cell (commas and a decimal point allowed), or None."""
     try:
         return int(float(str(s).replace(",", "")))
     except (TypeError, ValueError):
@@ -106,7 +107,7 @@ def _int(s):
 def parse_lengths(isl: str, osl: str, model: str = "") -> "Lengths | Skip":
     """``input_len`` / ``output_len`` cells: integers, or a dataset name (ShareGPT, OpenOrca) in
     either; a '~N mean' output is the dataset's stated mean (the mixed Mixtral set: ~146)."""
-    i, o = _int(isl), _int(osl)
+    i, o = to_int(isl), to_int(osl)
     if i and o:
         return Lengths(i, o)
     text = f"{isl} {osl}".lower()

@@ -155,8 +155,8 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
     if isinstance(load, rg.Skip):
         return _skip(case, load)
     lengths = rg.parse_lengths(row.get("input_len", ""), row.get("output_len", ""), row.get("model", ""))
-    gpus = rg._int(row.get("num_gpus")) or 1
-    tp, pp = rg._int(row.get("tp")), rg._int(row.get("pp")) or 1
+    gpus = rg.to_int(row.get("num_gpus")) or 1
+    tp, pp = rg.to_int(row.get("tp")), rg.to_int(row.get("pp")) or 1
     model_ov = [f"model={opt}"] if opt else [f"model={HF_BASE_MODEL}", f"model.hf_config={hf}"]
     ov = [f"hardware={hw}", *model_ov, *dt]
     if tp is None:
@@ -183,8 +183,8 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
     # ---- analytical: batch 1 (decode speed, first-token latency) and static batches
     if load.kind == "batch" and (m.invert or isinstance(lengths, rg.Lengths) and not lengths.dataset
                                  or (load.value == 1 and m.group == "ttft")):
-        isl = lengths.prompt if isinstance(lengths, rg.Lengths) else rg._int(row.get("input_len"))
-        osl = lengths.output if isinstance(lengths, rg.Lengths) else rg._int(row.get("output_len"))
+        isl = lengths.prompt if isinstance(lengths, rg.Lengths) else rg.to_int(row.get("input_len"))
+        osl = lengths.output if isinstance(lengths, rg.Lengths) else rg.to_int(row.get("output_len"))
         if not isl:
             return _skip(case, rg.Skip("lengths not stated", f"input length not stated ({row.get('input_len')})"))
         if not osl:
@@ -402,8 +402,9 @@ class Runner:
                 s = dict(s)
                 s["total_throughput_tok_s"] = s.get("throughput_tok_s", math.nan) + s.get("input_throughput_tok_s", math.nan)
         v = s.get(case.key)
-        if v is None and case.key.startswith("total_throughput") and case.engine == "analytical":
-            v = None
+        if v is None and case.key == "total_throughput_tok_s" and case.engine == "analytical":
+            # a static batch processes prompt + output tokens per request in the same time
+            v = s["throughput_tok_s"] * (wl["prompt_len"] + wl["output_len"]) / wl["output_len"]
         return float(v) if v is not None else float("nan")
 
 
@@ -587,14 +588,17 @@ def _model_config(text: str) -> tuple:
 
 def half_split(runner: Runner, cases: list[Case], args) -> dict:
     """Fit one calibration on every other predictable row (sorted by id: rows 0, 2, 4, ...) with
-    the ``--fit`` machinery, then report median |error| on that half and on the held-out half."""
+    the ``--fit`` machinery, then report median |error| on that half and on the held-out half.
+    The fit starts from the composed calibration (``--calibration``, ``--set``): start it away from
+    a calibration fitted on all rows, or the held-out half is not held out."""
     use = sorted((c for c in cases if not c.skip and math.isfinite(c.predicted)), key=lambda c: c.id)
     fit_half, held = use[0::2], use[1::2]
     cal = runner.specs(use[0])[0].calibration
     start = {k: getattr(cal, k) for k in FIT_PARAMS}
     fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
     fit_runner._specs = runner._specs
-    params, _ = fit_calibration(fit_runner, fit_half, start, max_nfev=args.max_nfev, log=lambda *a: None)
+    params, _ = fit_calibration(fit_runner, fit_half, start, max_nfev=args.max_nfev,
+                                log=lambda *a: print(*a, file=sys.stderr, flush=True))
 
     def errs(rows):
         out = []
