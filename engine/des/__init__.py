@@ -1,8 +1,12 @@
-"""Discrete-event serving engine: request streams, continuous batching, paged KV cache with
-preemption, replicas behind a router, per-request TTFT/TPOT distributions.
+"""Discrete-event serving engine: request streams and benchmark-style clients, continuous batching
+by a scheduler strategy per serving framework (engine.des.schedulers), a paged KV pool with
+prefix caching and preemption (engine.des.kv_pool), replicas behind a router, per-request
+TTFT/TPOT distributions.
 
-``run(specs, des) -> RunResult``; ``simulate(specs, des) -> SimResult`` (adds the raw state and
-the optional per-iteration timeline). Step times come from ``engine.analytical.step``.
+``run(specs) -> RunResult`` and ``simulate(specs) -> SimResult`` (adds the raw state and the
+optional per-iteration timeline) read their settings from ``specs.des`` (DesSpec), whose null
+scheduler settings come from ``specs.framework`` (FrameworkSpec); a DesSpec passed explicitly
+replaces ``specs.des``. Step times come from ``engine.analytical.step``.
 """
 
 from engine.des.config import DesSpec
