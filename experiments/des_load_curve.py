@@ -39,7 +39,7 @@ def main():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config")
     base = specs_from_config(cfg)
-    des = DesSpec(progress="off")
+    des = DesSpec(progress="off").resolve(base.framework)   # scheduler limits from the profile
     S, N = 512, 128
     grid = sweep(replace(base, workload=WorkloadSpec(prompt_len=S, output_len=N)),
                  batch_size=np.arange(1, des.max_num_seqs + 1))

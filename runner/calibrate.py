@@ -159,8 +159,9 @@ def run(args) -> dict:
     fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev)
     measured = {k: m.quantile(*k) for k in TARGETS}
     p = cfg.partition
-    deployment = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} / "
-                  f"{cfg.engine.des.scheduler} scheduler, max_num_seqs {cfg.engine.des.max_num_seqs}")
+    d = des.resolve(specs.framework)      # null engine.des settings: the framework profile's
+    deployment = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} / {specs.framework.name}: "
+                  f"{d.scheduler} scheduler, max_num_seqs {d.max_num_seqs}")
     commit = git_commit()
     cal_text, noise_text = calibration_yaml(args.name, cfg, m, fit, measured, deployment, commit)
     conf_dir = Path(args.conf_dir)
