@@ -126,14 +126,7 @@ def framework_spec(cfg: DictConfig) -> FrameworkSpec:
     f = cfg.get("framework")
     if f is None:
         return FrameworkSpec()
-    d = OmegaConf.to_container(f, resolve=True)
-    step = _q(cfg, "framework", "step_overhead")
-    tok = _q(cfg, "framework", "per_output_token_overhead")
-    for k in ("step_overhead", "per_output_token_overhead"):
-        d.pop(k)
-    return FrameworkSpec(**{**d, "cuda_graph_sizes": tuple(d["cuda_graph_sizes"]),
-                            "sources": tuple(d["sources"]), "step_overhead_s": step,
-                            "per_output_token_s": tok})
+    return from_mapping(FrameworkSpec, OmegaConf.to_container(f, resolve=True), "framework")
 
 
 #: Where a relative ``workload.trace.path`` is looked for, after the working directory: the
@@ -167,7 +160,9 @@ def des_spec(cfg: DictConfig):
     from engine.spec.des import DesSpec
 
     node = cfg.engine.get("des")
-    return DesSpec(**OmegaConf.to_container(node, resolve=True)) if node is not None else DesSpec()
+    if node is None:
+        return DesSpec()
+    return from_mapping(DesSpec, OmegaConf.to_container(node, resolve=True), "engine.des")
 
 
 __all__ = ["specs_from_config", "des_spec", "SpecError"]

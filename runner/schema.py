@@ -13,17 +13,18 @@ from hydra.core.config_store import ConfigStore
 
 from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, WorkloadSpec
 from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
+from engine.spec.des import DesSpec
+from engine.spec.framework import FrameworkSpec
 from engine.spec.workload import LengthDist, TraceSpec
 from engine.spec.meta import units
 from runner.fields import schema_of
 from runner.tracking import DEFAULT_URI
 
 #: Default unit of each quantity field when it is given as a bare number: from the specs' field
-#: metadata (engine.spec.meta) for the generated schemas, written out for the others.
+#: metadata (engine.spec.meta).
 UNITS = {
     **units(HardwareSpec, "hardware"), **units(CalibrationSpec, "calibration"),
-    **units(AnalyticalSpec, "engine.analytical"),
-    "framework.step_overhead": "us", "framework.per_output_token_overhead": "us",
+    **units(AnalyticalSpec, "engine.analytical"), **units(FrameworkSpec, "framework"),
 }
 
 
@@ -54,62 +55,13 @@ NoiseSchema = schema_of(NoiseSpec)
 CalibrationSchema = schema_of(CalibrationSpec)
 
 
-@dataclass
-class FrameworkSchema:
-    """Serving framework profile (engine.spec.framework.FrameworkSpec); options in conf/framework/."""
-    name: str = "???"
-    versions: str = ""
-    scheduler: str = "???"
-    max_num_seqs: int = "???"  # type: ignore[assignment]
-    max_num_batched_tokens: int = "???"  # type: ignore[assignment]
-    chunked_prefill: bool = False
-    chunk_size: int = 0
-    cuda_graph_sizes: List[int] = field(default_factory=list)
-    cuda_graph_padding: bool = False
-    preemption: str = "recompute"
-    block_size: int = 16
-    kv_usable_fraction: float = 0.0
-    watermark: float = 0.0
-    step_overhead: Any = 0
-    per_output_token_overhead: Any = 0
-    frontend_tok_s: float = 0.0
-    allreduce: str = "analytical"
-    kernel_tables: str = "none"
-    sources: List[str] = field(default_factory=list)
+#: Serving framework profile (FrameworkSpec); options in conf/framework/.
+FrameworkSchema = schema_of(FrameworkSpec)
 
 
-@dataclass
-class DesSchema:
-    """Discrete-event engine settings (engine.spec.des.DesSpec); defaults in conf/engine/des.yaml.
-    The scheduler settings a framework fixes are null there: null = the framework profile's."""
-    scheduler: Optional[str] = None
-    queue_policy: str = "fcfs"
-    max_num_seqs: Optional[int] = None
-    max_num_batched_tokens: Optional[int] = None
-    chunk_size: Optional[int] = None
-    block_size: Optional[int] = None
-    num_kv_blocks: int = 0
-    watermark: Optional[float] = None
-    preemption: Optional[str] = None
-    swap_bandwidth_gb_s: float = 50.0
-    admission: str = "always"
-    bucket_rate_rps: float = 0.0
-    bucket_size: float = 0.0
-    replicas: int = 0
-    prefill_replicas: int = 0
-    router: str = "round_robin"
-    prefix_caching: bool = False
-    slo_ttft_ms: float = 1000.0
-    slo_tpot_ms: float = 100.0
-    max_decode_run: int = 4096
-    record_iterations: bool = False
-    progress: str = "auto"
-    seed: int = 0
-    ramp_up_s: float = 0.0
-    length_jitter: float = 0.0
-    think_time_dist: str = "fixed"
-    warmup_s: float = 0.0
-    exclude_drain: bool = False
+#: engine.des (DesSpec; defaults in conf/engine/des.yaml): the scheduler settings a framework
+#: fixes are null there (null = the framework profile's).
+DesSchema = schema_of(DesSpec)
 
 
 DisaggSchema = schema_of(DisaggSpec, "DisaggSchema")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
 from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
+from engine.spec.meta import param
 
 SCHEDULERS = FRAMEWORK_SCHEDULERS
 #: DesSpec fields whose None means "the framework profile's value" (same name on FrameworkSpec).
@@ -97,7 +98,7 @@ class DesSpec:
     warmup_s: float = 0.0
     exclude_drain: bool = False
     #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
-    framework: FrameworkSpec | None = None
+    framework: FrameworkSpec | None = param(None, config=False)
 
     _group = "engine.des"
 

@@ -15,9 +15,11 @@ no host costs beyond the calibration's, the engine's all-reduce model, roofline 
 """
 
 from dataclasses import dataclass
+from typing import List
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive_int
+from engine.spec.meta import param
 
 #: DES iteration policies (engine.des.schedulers registers one strategy per name):
 #: vllm = prefill-first, whole prompts (vLLM V0); sarathi = decode-first, chunked prompts within
@@ -68,25 +70,26 @@ class FrameworkSpec:
     sources: URLs / repository paths of the upstream defaults the profile relies on.
     """
 
-    name: str = "generic"
+    name: str = param("generic", required=True)
     versions: str = ""
-    scheduler: str = "vllm"
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    scheduler: str = param("vllm", required=True)
+    max_num_seqs: int = param(256, required=True)
+    max_num_batched_tokens: int = param(8192, required=True)
     chunked_prefill: bool = False
     chunk_size: int = 512
-    cuda_graph_sizes: tuple = ()
+    cuda_graph_sizes: tuple = param((), config_type=List[int])
     cuda_graph_padding: bool = False
     preemption: str = "recompute"
     block_size: int = 16
     kv_usable_fraction: float = 0.0
     watermark: float = 0.01
-    step_overhead_s: float = 0.0
-    per_output_token_s: float = 0.0
+    step_overhead_s: float = param(0.0, key="step_overhead", unit="us", zero=True, range=(0.0, 1.0))
+    per_output_token_s: float = param(0.0, key="per_output_token_overhead", unit="us", zero=True,
+                                      range=(0.0, 1e-2))
     frontend_tok_s: float = 0.0
     allreduce: str = "analytical"
     kernel_tables: str = "none"
-    sources: tuple = ()
+    sources: tuple = param((), config_type=List[str])
 
     _group = "framework"
 

@@ -14,6 +14,7 @@ Each spec field may carry, in ``dataclasses.field(metadata=...)`` (made by ``par
     config_type  the config's type where it differs from the field's (a tuple field is a list)
     config_default  the config's default where it is not the spec's written in the field's unit
               (``overlap: none`` for 0.0)
+    config    False: not a config field (filled by the runner, e.g. DesSpec.framework)
 
 A spec class may list config-only keys (kept in the config, not in the spec: a description, the
 sheet's assumptions) as ``CONFIG_EXTRA = ((key, type, default), ...)``.
@@ -26,15 +27,15 @@ units and limits. This module imports nothing outside the standard library.
 import dataclasses
 from dataclasses import MISSING, Field
 
-_KEYS = ("key", "unit", "zero", "range", "required", "config_type", "config_default")
+_KEYS = ("key", "unit", "zero", "range", "required", "config_type", "config_default", "config")
 
 
 def param(default=MISSING, *, default_factory=MISSING, key: str | None = None, unit: str | None = None,
           zero: bool = False, range: tuple | None = None, required: bool = False,  # noqa: A002
-          config_type=None, config_default=MISSING) -> Field:
+          config_type=None, config_default=MISSING, config: bool = True) -> Field:
     """A dataclass field with its config metadata (see the module docstring)."""
     md = {"key": key, "unit": unit, "zero": zero, "range": range, "required": required,
-          "config_type": config_type, "config_default": config_default}
+          "config_type": config_type, "config_default": config_default, "config": config}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=md)
     return dataclasses.field(default=default, metadata=md)
@@ -44,6 +45,7 @@ def meta(f: Field) -> dict:
     """The metadata of field ``f``, defaults filled in (key = the field name)."""
     md = {k: f.metadata.get(k) for k in _KEYS}
     md["config_default"] = f.metadata.get("config_default", MISSING)
+    md["config"] = f.metadata.get("config", True)
     md["key"] = md["key"] or f.name
     md["zero"] = bool(md["zero"])
     md["required"] = bool(md["required"])
@@ -51,8 +53,8 @@ def meta(f: Field) -> dict:
 
 
 def config_fields(cls) -> list[tuple[Field, dict]]:
-    """(field, metadata) of every field of spec class ``cls``, in declaration order."""
-    return [(f, meta(f)) for f in dataclasses.fields(cls)]
+    """(field, metadata) of every config field of spec class ``cls``, in declaration order."""
+    return [(f, md) for f in dataclasses.fields(cls) for md in [meta(f)] if md["config"]]
 
 
 def units(cls, group: str) -> dict[str, str]:

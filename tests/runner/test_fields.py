@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from engine.errors import SpecError
 from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, WorkloadSpec
 from engine.spec.analytical import AnalyticalSpec
+from engine.spec.framework import FrameworkSpec
 from engine.spec.meta import config_fields, units
 from runner import schema
 from runner.fields import from_mapping
@@ -20,7 +21,8 @@ GENERATED = {"hardware": (HardwareSpec, schema.HardwareSchema), "model": (ModelS
              "partition": (PartitionSpec, schema.PartitionSchema),
              "calibration": (CalibrationSpec, schema.CalibrationSchema),
              "calibration/noise": (NoiseSpec, schema.NoiseSchema),
-             "workload": (WorkloadSpec, schema.WorkloadSchema)}
+             "workload": (WorkloadSpec, schema.WorkloadSchema),
+             "framework": (FrameworkSpec, schema.FrameworkSchema)}
 
 
 def test_loader_converts_by_metadata():
