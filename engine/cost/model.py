@@ -293,13 +293,16 @@ class _Measured:
                        (m, n, k))
 
     def _moe_pick(self, hidden, inter, topk, num_experts, tp, ep, dtype):
-        """(key, row, exact) of the MoE curve to use: an exact configuration in the asked dtype
-        first (this framework's, else another framework's on this chip), then an exact one in a
-        substitute dtype, then the nearest configuration (this framework preferred)."""
+        """(key, row, exact) of the MoE curve to use, from this framework's tables on this chip
+        only: an exact configuration in the asked dtype first, then an exact one in a substitute
+        dtype, then the nearest configuration (scaled by the transfer ratio in ``moe_s``); None
+        (the framework's transfer curve) when the framework measured no MoE here. Other
+        frameworks' MoE kernels are different implementations (Triton vs CUTLASS: 2-5x apart at
+        the same shape on H100), so they are no proxy for this one."""
         ck = (hidden, inter, topk, num_experts, tp, ep, dtype)
         if ck in self._moe_cache:
             return self._moe_cache[ck]
-        order = [self.fw] + [f for f in FRAMEWORK_FALLBACK if f != self.fw]
+        order = [self.fw]
         chain = MOE_SUBSTITUTES[dtype]
         want = np.log([hidden, inter / tp, topk, num_experts / ep, tp, ep])
         best = None
@@ -518,10 +521,11 @@ _SHAPES = Assumption(
     "head configurations / head_dim / MoE configurations not in the tables take the nearest measured "
     "one, scaled by the ratio of the fitted transfer model's times (this chip's peaks) for the two shapes")
 _MOE = Assumption(
-    "MoE configuration", "exact measurement first, any framework on this chip",
+    "MoE configuration", "this framework's tables on this chip",
     "a routed-expert configuration (hidden, inter, top-k, experts, tp, ep, dtype) not measured under "
-    "the chosen framework is taken from another framework's exact measurement on the same chip when one "
-    "exists, else scaled from the nearest measured configuration by the transfer-model ratio")
+    "the chosen framework is scaled from its nearest measured configuration by the transfer-model ratio; "
+    "no MoE tables for the framework on the chip: its transfer curve (other frameworks' MoE kernels "
+    "are other implementations, 2-5x apart)")
 _UNITS = Assumption(
     "collective message size", "bytes = elements x 2 (fp16/bf16)",
     "the source tables count message_size in elements; derived tables store bytes")
