@@ -1,4 +1,5 @@
-"""Composed config -> engine specs, once, at the boundary. Quantities become SI floats here."""
+"""Composed config -> engine specs, once, at the boundary: each group by its spec's field metadata
+(runner.fields.from_mapping; quantities become SI floats here, with pint)."""
 
 from dataclasses import fields
 from pathlib import Path
@@ -8,27 +9,12 @@ from omegaconf import DictConfig, OmegaConf
 from engine.errors import SpecError
 from engine.spec import (CalibrationSpec, FrameworkSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec,
                          Specs, WorkloadSpec)
-from runner.schema import (UNITS, CalibrationSchema, FrameworkSchema, HardwareSchema, ModelSchema,
-                           PartitionSchema, WorkloadSchema)
 from runner.fields import from_mapping
-from runner.units import to_si
-
-
-#: Quantities for which zero is meaningful (no SRAM, no latency, no reserve).
-_ZERO_OK = {"hardware.sram", "hardware.scaleup_latency", "hardware.scaleout_latency",
-            "calibration.memory_reserve", "calibration.step_overhead",
-            "calibration.per_token_overhead", "calibration.per_request_overhead",
-            "calibration.launch_overhead", "framework.step_overhead",
-            "framework.per_output_token_overhead"}
+from runner.schema import (CalibrationSchema, FrameworkSchema, HardwareSchema, ModelSchema,
+                           PartitionSchema, WorkloadSchema)
 
 _SCHEMAS = {"hardware": HardwareSchema, "model": ModelSchema, "partition": PartitionSchema,
             "workload": WorkloadSchema, "calibration": CalibrationSchema, "framework": FrameworkSchema}
-
-
-def _q(cfg: DictConfig, group: str, key: str):
-    """Field ``group.key`` of the config as an SI float (None stays None)."""
-    full = f"{group}.{key}"
-    return to_si(full, cfg[group][key], UNITS[full], allow_zero=full in _ZERO_OK)
 
 
 def _no_extra_keys(cfg: DictConfig) -> None:

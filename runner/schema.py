@@ -1,13 +1,15 @@
 """Structured-config schemas (registered in Hydra's ConfigStore as ``<group>_schema``).
 
-They reject unknown keys and wrong types at compose time, naming the full key. Quantity fields are
-typed ``Any``: they take a number in the field's default unit (``UNITS`` below, also shown in each
-YAML comment) or a string with a unit ("4.8 TB/s", "141 GB"); ``runner.convert`` turns them into
-SI floats once, with pint.
+They reject unknown keys and wrong types at compose time, naming the full key. The groups that
+become engine specs have their schemas generated from the specs' field metadata
+(``runner.fields.schema_of``; engine.spec.meta): quantity fields are typed ``Any`` and take a
+number in the field's default unit (``UNITS``, also shown in each YAML comment) or a string with a
+unit ("4.8 TB/s", "141 GB"); ``runner.convert`` turns them into SI floats once, with pint. The
+engine, tracking, paths and top-level nodes are written here.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -15,8 +17,8 @@ from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, Par
 from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
 from engine.spec.des import DesSpec
 from engine.spec.framework import FrameworkSpec
-from engine.spec.workload import LengthDist, TraceSpec
 from engine.spec.meta import units
+from engine.spec.workload import LengthDist, TraceSpec
 from runner.fields import schema_of
 from runner.tracking import DEFAULT_URI
 
