@@ -33,7 +33,7 @@ unit of the wrong kind for the param (a bandwidth in TFLOPS), a negative, zero o
 import csv
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
 import pint
@@ -42,6 +42,7 @@ from engine.ingest.sheet_vocab import (CHIP, DIVIDE, FIELD_ORDER, KINDS, MULTIPL
                                        fmt, limit, resolve, same_text)
 from engine.ingest.units import registry
 from engine.spec import HardwareSpec
+from engine.spec.meta import config_fields
 
 #: Columns a sheet may have; the first five are required.
 REQUIRED_COLUMNS = ("param", "value", "unit", "precision", "source")
@@ -105,25 +106,11 @@ class HardwareSheet:
 
     def hardware_spec(self) -> HardwareSpec:
         """The HardwareSpec the written config converts to (SI floats)."""
-        kw = dict(
-            name=self.name,
-            peak_flops_bf16=self.si("peak_bf16"),
-            peak_flops_fp8=self.si("peak_fp8"),
-            peak_flops_int8=self.si("peak_int8"),
-            peak_flops_fp4=self.si("peak_fp4"),
-            compute_figures_sparse=bool(self.si("compute_figures_sparse")),
-            sparse_to_dense_factor=self.si("sparse_to_dense_factor"),
-            hbm_capacity_bytes=self.si("hbm_capacity"),
-            hbm_bandwidth_bytes_s=self.si("hbm_bandwidth"),
-            sram_bytes=self.si("sram") or 0.0,
-            scaleup_bandwidth_bytes_s=self.si("scaleup_bandwidth"),
-            scaleup_latency_s=self.si("scaleup_latency") or 0.0,
-            scaleout_bandwidth_bytes_s=self.si("scaleout_bandwidth"),
-            scaleout_latency_s=self.si("scaleout_latency") or 0.0,
-            devices_per_node=self.si("devices_per_node") or 1,
-            tdp_w=self.si("tdp"),
-            kernel_tables=self.si("kernel_tables") or "",
-        )
+        kw = {"name": self.name}
+        for f, md in config_fields(HardwareSpec):   # every field by its config key (engine.spec.meta)
+            if f.name != "name":
+                v = self.si(md["key"])
+                kw[f.name] = v if v is not None else (None if f.default is MISSING else f.default)
         return HardwareSpec(**kw)
 
     def yaml_text(self, command: str = "") -> str:
