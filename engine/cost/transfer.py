@@ -91,7 +91,8 @@ def op_time(theta: dict, Tc, Tb, sc, sb, sx=None):
     if "s_x0" in theta:
         b = b * (1.0 + theta["s_x0"] / sx)
     m = np.maximum(c, b)
-    return theta["t0"] + m * np.power(np.power(c / m, q) + np.power(b / m, q), 1.0 / q)
+    safe = np.where(m > 0, m, 1.0)            # zero work: the q-norm of (0, 0) is 0
+    return theta["t0"] + m * np.power(np.power(c / safe, q) + np.power(b / safe, q), 1.0 / q)
 
 
 def comm_time(theta: dict, bus_bytes, n_gpus, link_bytes_s: float):
