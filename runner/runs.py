@@ -59,13 +59,18 @@ def experiment_ids(uri: str, name_or_id: str) -> list[str]:
     return [exp.experiment_id]
 
 
+def _run_or_none(uri: str, run_id: str):
+    """The MLflow run ``run_id``, or None where the store has no such run."""
+    try:
+        return tracking.client(uri).get_run(run_id)
+    except Exception:  # noqa: BLE001 - MLflow raises its own RESOURCE_DOES_NOT_EXIST
+        return None
+
+
 def sweep_runs(uri: str, sweep: str, dedupe: bool = True) -> pl.DataFrame:
     """Job runs of a sweep given by its parent run id or (the end of) its sweep id/dir."""
     if _HEX32.match(sweep):
-        try:
-            parent = tracking.client(uri).get_run(sweep)
-        except Exception:  # noqa: BLE001
-            parent = None
+        parent = _run_or_none(uri, sweep)
         if parent is not None:
             df = _search(uri, f"tags.mlflow.parentRunId = '{sweep}'", [parent.info.experiment_id])
             if df.is_empty():
@@ -118,10 +123,7 @@ def resolve(uri: str, target: str, experiment: str | None = None) -> tuple[str, 
     """A free-form target -> (kind, job runs): a sweep parent's id, a job run's id, a sweep id,
     a git commit (with ``experiment``) or an experiment name."""
     if _HEX32.match(target):
-        try:
-            run = tracking.client(uri).get_run(target)
-        except Exception:  # noqa: BLE001
-            run = None
+        run = _run_or_none(uri, target)
         if run is not None:
             if run.data.tags.get(ROLE_TAG) == "sweep":
                 return "sweep", sweep_runs(uri, target)
