@@ -593,11 +593,14 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
     a calibration fitted on all rows, or the held-out half is not held out."""
     use = sorted((c for c in cases if not c.skip and math.isfinite(c.predicted)), key=lambda c: c.id)
     fit_half, held = use[0::2], use[1::2]
+    # MLPerf server rows come from a bisection on the rate: a step function of the parameters that
+    # finite differences cannot follow; they are evaluated, not fitted
+    fit_rows = [c for c in fit_half if not c.server]
     cal = runner.specs(use[0])[0].calibration
     start = {k: getattr(cal, k) for k in FIT_PARAMS}
     fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
     fit_runner._specs = runner._specs
-    params, _ = fit_calibration(fit_runner, fit_half, start, max_nfev=args.max_nfev,
+    params, _ = fit_calibration(fit_runner, fit_rows, start, max_nfev=args.max_nfev, polish=args.polish,
                                 log=lambda *a: print(*a, file=sys.stderr, flush=True))
 
     def errs(rows):
@@ -608,7 +611,8 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
         return summarize(out)
 
     fit_s, held_s = errs(fit_half), errs(held)
-    lines = ["", f"half split: fitted on {len(fit_half)} rows (every other by id), evaluated on the other {len(held)}:",
+    lines = ["", f"half split: fitted on {len(fit_rows)} rows (every other by id, MLPerf server rows left out), "
+                 f"evaluated on those ({len(fit_half)} with server rows) and on the other {len(held)}:",
              "  fitted " + ", ".join(f"{k}={v:.4g}" for k, v in params.items())]
     for g in GROUPS:
         if fit_s[g]["n"] or held_s[g]["n"]:

@@ -102,3 +102,17 @@ def test_bad_model_config_names_the_option(capsys):
     assert validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking",
                           "--model-config", "Qwen2.5-7B"]) == 2
     assert "--model-config" in capsys.readouterr().err
+
+
+def test_half_split_fits_on_half_and_reports_the_other(tmp_path, capsys):
+    import json
+
+    rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
+                        "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",
+                        "--half-split", "--max-nfev", "2", "--output-dir", str(tmp_path)])
+    assert rc == 0
+    assert "half split: fitted on 4 rows" in capsys.readouterr().out
+    doc = json.loads((next(tmp_path.glob("*")) / "summary.json").read_text())["half_split"]
+    # the 8 predicted rows sorted by id: 0, 2, 4, 6 fitted, 1, 3, 5, 7 held out
+    assert sum(s["n"] for s in doc["fit"].values()) == 4 == sum(s["n"] for s in doc["held_out"].values())
+    assert set(doc["params"]) == set(validate.FIT_PARAMS)
