@@ -101,3 +101,13 @@ def test_bad_client_setting_names_field():
         DesSpec(length_jitter=1.5)
     with pytest.raises(SpecError, match=r"engine\.des\.think_time_dist"):
         DesSpec(think_time_dist="gamma")
+
+
+def test_open_loop_rate_ramps_up(specs_with):
+    # near-regular arrivals every 0.1 s (gamma, cv 0.01); a 4 s ramp moves the one due at 0.5 s
+    # to sqrt(2 x 4 x 0.5) = 2 s and the one due at 3 s to 3 + 2 = 5 s (by hand, ramp_arrivals)
+    specs = specs_with(num_requests=40, arrival="gamma", rate_rps=10.0, arrival_cv=0.01)
+    plain = simulate(specs, DesSpec()).result.table["arrival_s"].to_numpy()
+    ramped = simulate(specs, DesSpec(ramp_up_s=4.0)).result.table["arrival_s"].to_numpy()
+    assert np.allclose(ramped, ramp_arrivals(plain, 4.0))
+    assert ramped[5] == pytest.approx(2.0, rel=0.05) and ramped[30] == pytest.approx(5.0, rel=0.01)
