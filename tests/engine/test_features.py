@@ -333,9 +333,9 @@ def test_pareto_drops_with_reasons_and_matches_pointwise():
 
 
 def test_pareto_sweep_plots_with_the_runner_and_fronts_agree(tmp_path):
-    """Plotting lives in runner/plots.py: the engine's sweep table plots there, and the runner's
+    """Plotting lives in runner/tools/plots.py: the engine's sweep table plots there, and the runner's
     frontier (both axes maximised, computed independently) is the engine's ``on_frontier``."""
-    from runner import plots
+    from runner.tools import plots
 
     s = mk(batch=1, prompt=512, output=64)
     table, front, _ = pareto.sweep(s, 8, [1, 8, 64])

@@ -12,7 +12,7 @@ import pytest
 
 from engine.ingest import dram
 from engine.ingest.hwcsv import read_sheet
-from runner.import_cli import main as import_main
+from runner.tools.import_cli import main as import_main
 
 # part, stacks, bits per stack, Gb/s per pin, per-pin rate source, published TB/s (vendor)
 PARTS = [

@@ -7,7 +7,7 @@ Regenerating every sheet must give the committed YAML byte for byte (edit the sh
 import pytest
 
 from runner.convert import specs_from_config
-from runner.import_cli import SHEETS, hwcsv_text
+from runner.tools.import_cli import SHEETS, hwcsv_text
 from tests.conftest import CONF
 
 SHEET_NAMES = sorted(p.stem for p in SHEETS.glob("*.csv"))

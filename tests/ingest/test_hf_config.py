@@ -12,7 +12,7 @@ from engine.analytical.params import param_counts
 from engine.ingest import hf_config
 from engine.ingest.hf_config import HFConfigError
 from runner.convert import specs_from_config
-from runner.import_cli import main as import_main
+from runner.tools.import_cli import main as import_main
 from tests.conftest import DATA
 
 CONFIGS = DATA / "model_configs"

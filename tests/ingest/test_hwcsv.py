@@ -172,7 +172,7 @@ def test_missing_required_field_is_named():
 
 
 def test_hwcsv_command_writes_yaml_and_reports_errors(tmp_path, capsys):
-    from runner.import_cli import main as import_main
+    from runner.tools.import_cli import main as import_main
 
     good = tmp_path / "jal.csv"
     good.write_text(SEED_CSV)

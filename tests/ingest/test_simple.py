@@ -8,8 +8,8 @@ from omegaconf import OmegaConf
 from engine.analytical import run
 from engine.ingest.simple import SimpleConfigError, import_simple, nearest_reference
 from runner.convert import specs_from_config
-from runner.import_cli import main as import_main
-from runner.import_cli import reference_models
+from runner.tools.import_cli import main as import_main
+from runner.tools.import_cli import reference_models
 
 REFS = reference_models()
 from runner.schema import HardwareSchema, ModelSchema

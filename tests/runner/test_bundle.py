@@ -6,7 +6,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from runner import bundle
+from runner.tools import bundle
 from runner.job import run_job
 
 

@@ -39,7 +39,7 @@ def test_units_from_the_registry_or_the_name():
 
 
 def test_printed_row_and_report_columns_come_from_the_registry(cfg_of):
-    from runner import report
+    from runner.tools import report
     from runner.job import summary_line
 
     s = {"ttft_ms_p50": 12.345, "tpot_ms_p50": 6.0, "throughput_tok_s": 1234.4,
@@ -72,7 +72,7 @@ def test_a_new_metric_reaches_mlflow_unregistered(mlflow_uri, tmp_path):
 def test_reading_runs_back_leaves_the_global_tracking_uri_alone(mlflow_uri, tmp_path, monkeypatch):
     import mlflow
 
-    from runner import runs
+    from runner.tools import runs
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     before = mlflow.get_tracking_uri()

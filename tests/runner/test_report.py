@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from mlflow.tracking import MlflowClient
 
-from runner import compare, plots, report, runs
+from runner.tools import compare, plots, report, runs
 from tests.conftest import run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

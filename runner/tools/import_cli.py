@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.errors import SpecError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 SHEETS = CONF / "hardware" / "sheets"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from engine.result import METRICS, unit_of
-from runner import runs
+from runner.tools import runs
 
 
 def _fmt(v) -> str:

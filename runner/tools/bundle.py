@@ -30,7 +30,8 @@ from pathlib import Path
 
 import yaml
 
-from runner import runs, tracking
+from runner import tracking
+from runner.tools import runs
 
 CONFIG = "bundle.yaml"
 EXPECTED = "expected.json"

@@ -3,7 +3,7 @@ a self-contained HTML page), logged as the artifacts of a report run.
 
     simllm-report jalapeno_sensitivity              # experiment name (latest run per config)
     simllm-report SWEEP_PARENT_RUN_ID               # or --sweep multirun/2026-11-29/10-08-27
-    simllm-report --compare A B                     # runs, sweeps or git commits (runner.compare)
+    simllm-report --compare A B                     # runs, sweeps or git commits (runner.tools.compare)
 
 The sensitivity table has one row per config: the swept parameters (the params that differ between
 the runs), TTFT and TPOT (p50; p99 too where any run's p99 differs, i.e. a DES ran), throughput and
@@ -22,7 +22,8 @@ import numpy as np
 import polars as pl
 
 from engine.result import report_metrics
-from runner import plots, runs, tracking
+from runner import tracking
+from runner.tools import plots, runs
 
 #: Param keys never shown as swept (free text that changes with the option chosen).
 _TEXT_KEYS = ("description", "source", "provenance")
@@ -368,7 +369,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         if a.compare:
-            from runner import compare
+            from runner.tools import compare
             return compare.main(uri, a.compare[0], a.compare[1], a.experiment, a.out)
         parent = None
         if a.runs:
