@@ -168,6 +168,10 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
     fw, fw_why = rg.pick_framework(row.get("framework", ""), row.get("framework_version", ""))
     case.framework = fw
     ov.append(f"framework={fw}")
+    if fw == "vllm_v1" and _small_gpu_for_vllm(hw):
+        # vLLM V1's API-server defaults below 70 GiB or on A100: 2048 tokens, 256 sequences
+        ov += ["engine.des.max_num_batched_tokens=2048", "engine.des.max_num_seqs=256"]
+        fw_why += "; < 70 GiB or A100: 2048 tokens, 256 seqs"
     stated = rg.stated_settings(row.get("notes", ""))
     ov += [f"framework.{k}={v}" for k, v in stated.items()]
     kv = stated.get("kv_usable_fraction") or _profile_kv(fw)
@@ -246,6 +250,18 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
     case.workload = wl
     case.how = "; ".join([f"DES {what}, framework {fw} ({fw_why})", *notes])
     return case
+
+
+@functools.lru_cache(maxsize=32)
+def _small_gpu_for_vllm(hw: str) -> bool:
+    """vLLM V1 (engine/arg_utils.py get_batch_defaults) uses its small defaults unless the GPU has
+    >= 70 GiB and is not an A100."""
+    from omegaconf import OmegaConf
+
+    from runner.units import to_si
+
+    cap = to_si("hardware.hbm_capacity", OmegaConf.load(ROOT / "conf" / "hardware" / f"{hw}.yaml").hbm_capacity, "GB")
+    return cap < 70 * 2 ** 30 or hw.startswith("a100")
 
 
 @functools.lru_cache(maxsize=16)
