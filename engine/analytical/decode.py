@@ -45,7 +45,8 @@ def step_parts(sm, m: ModelSpec, B, S, N, q=1.0):
     c_mid = (c0 + c1) / 2
     T = B * q
     a_c, b_c, a_m, b_m = _attention_lines(sm, m, B, q, c_mid)
-    dense, experts, _ = sm.operators(T, T, 0.0, 0.0)
+    Tg = sm.graph_tokens(T, B) if q == 1.0 else T     # CUDA-graph padding of a decode step
+    dense, experts, _ = sm.operators(Tg, Tg, 0.0, 0.0)
     const_c = dense[0] + experts[0]
     const_m = dense[1] + experts[1]
     if sm.roofline == "op":
@@ -71,7 +72,7 @@ def tpot(sm, m: ModelSpec, B, S, N, pp, mb, q=1.0):
     Bm = B / mbs
     roof, cmp, mem = step_parts(sm, m, Bm, S, N, q)
     T = Bm * q
-    comm = sm.comm_s(T)
+    comm = sm.comm_s(sm.graph_tokens(T, Bm) if q == 1.0 else T)
     hop = sm.hop_latency_s + sm.hop_s_per_token * T
     f = parallel.stage_share(m.num_layers, pp)
     t_pass = parallel.overlapped(roof, comm - hop, sm.overlap)

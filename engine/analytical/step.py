@@ -83,6 +83,7 @@ class StepModel:
     window: int = 0                     # sliding window W [positions] of the windowed layers
     window_layers: int = 0              # Lw: layers with a sliding window
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
+    graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -163,13 +164,33 @@ class StepModel:
             return sum(np.maximum(c, m) for c, m in ops)
         return np.maximum(sum(c for c, _ in ops), sum(m for _, m in ops))
 
+    def graph_tokens(self, T, Bd):
+        """Tokens the dense operators, LM head and collectives run on: a decode-only pass
+        (T = Bd) of at most the largest captured CUDA graph runs the graph of the next captured
+        size (``framework.cuda_graph_sizes`` with padding on; vLLM pad_for_cudagraph, SGLang
+        cuda_graph_runner), its padded rows costing like real ones; otherwise T itself."""
+        g = self.graph_sizes
+        if not g:
+            return T
+        if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+            if T != Bd or T > g[-1] or T <= 0:
+                return T
+            import bisect
+            return float(g[bisect.bisect_left(g, T)])
+        sizes = np.asarray(g, dtype=float)
+        Tt = np.asarray(T, dtype=float)
+        pad = sizes[np.minimum(np.searchsorted(sizes, Tt, side="left"), len(sizes) - 1)]
+        return np.where((Tt == Bd) & (Tt <= sizes[-1]) & (Tt > 0), pad, Tt)
+
     def pass_time(self, T, n, LPp, LRp, LPd, Bd):
         """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
         (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
-        + n per_token_overhead."""
+        + n per_token_overhead; dense, LM head and comm at ``graph_tokens`` (attention and
+        per-token host costs at the real batch)."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
-        ops = self.operators(T, n, *att)
-        return (parallel.overlapped(self.roof(ops), self.comm_s(T), self.overlap)
+        Tg = self.graph_tokens(T, Bd)
+        ops = self.operators(Tg, n + (Tg - T), *att)
+        return (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
                 + self.step_overhead_s + self.per_token_overhead_s * n)
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
@@ -281,6 +302,8 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         window=m.sliding_window,
         window_layers=m.sliding_window_layers,
         kern=kern,
+        graph_sizes=(tuple(float(x) for x in specs.framework.cuda_graph_sizes)
+                     if specs.framework.cuda_graph_padding else ()),
     )
 
 

@@ -28,9 +28,9 @@ so its time is ``StepModel.time`` of an arange; the run stops at the first compl
 last step the free KV blocks allow, or early when a request arrives (``truncate``).
 
 Framework host costs (``DesSpec.framework``, engine.spec.framework): a decode-only step of B
-sequences is priced at the CUDA-graph batch ``padded_batch(B)`` (the padded rows cost GEMM and
-weight traffic like real ones; the decode-run interface also counts their attention positions,
-an over-estimate of (pad - B) positions per step); every iteration lasts its step time plus
+sequences is priced by the step path at the CUDA-graph batch (``StepModel.graph_tokens``: the
+padded rows cost GEMM, LM head and collectives like real ones, attention only for the real
+sequences; the analytical engine pads the same way); every iteration lasts its step time plus
 ``step_overhead_s`` plus ``per_output_token_s`` per token it emits, and at least
 tokens / ``frontend_tok_s`` (the front end's detokenise/stream ceiling). All zero/off in the
 ``generic`` profile, which leaves the step times untouched.
@@ -95,7 +95,6 @@ class Replica:
         # (B, sum of decode contexts at the first step, k) -> s array of k decode steps
         self.step_times = step_times
         fw = spec.framework
-        self._pad = fw.padded_batch if fw.cuda_graph_padding else None
         self._host = (fw.step_overhead_s, fw.per_output_token_s,
                       1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0)
         self._host_on = any(self._host)
@@ -349,8 +348,7 @@ class Replica:
         if need:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
-        B = self._pad(n) if self._pad is not None else n
-        x = self.step_times(B, float(self.ctx[:n].sum() + n), k)
+        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)   # CUDA-graph padding: the step path
         if self._host_on:
             add, floor = self._host_time(n)
             x = np.maximum(x + add, floor)

@@ -69,21 +69,19 @@ def _replica(fw: FrameworkSpec, n: int):
     return rep, calls
 
 
-def test_cuda_graph_padding_prices_the_captured_batch():
+def test_replica_passes_the_real_decode_batch():
+    # CUDA-graph padding is the step path's (StepModel.graph_tokens, tests/engine/
+    # test_graph_padding.py), shared with the analytical engine: the replica asks for the 3 real
+    # sequences whether or not the profile pads
     fw = replace(FrameworkSpec(), cuda_graph_sizes=(1, 2, 4, 8), cuda_graph_padding=True)
-    rep, calls = _replica(fw, 3)
-    end = rep.plan(0.0)
-    assert isinstance(rep.run, MixedRun)
-    rep.finish(end)
-    rep.plan(end)
-    assert isinstance(rep.run, DecodeRun)
-    # 3 decoding sequences run the 4-sequence graph: the decode run is priced at B = 4
-    assert calls[-1][:2] == ("many", 4)
-    rep, calls = _replica(FrameworkSpec(), 3)     # generic: no graphs, priced as it is
-    end = rep.plan(0.0)
-    rep.finish(end)
-    rep.plan(end)
-    assert calls[-1][:2] == ("many", 3)
+    for f in (fw, FrameworkSpec()):
+        rep, calls = _replica(f, 3)
+        end = rep.plan(0.0)
+        assert isinstance(rep.run, MixedRun)
+        rep.finish(end)
+        rep.plan(end)
+        assert isinstance(rep.run, DecodeRun)
+        assert calls[-1][:2] == ("many", 3)
 
 
 def test_host_costs_and_front_end_ceiling():

@@ -1,0 +1,59 @@
+"""CUDA-graph padding lives in the step path, so both engines pad a decode step the same way.
+
+A decode-only pass of B sequences, B at most the largest captured size, runs the graph of the next
+captured size: its dense matmuls, LM head and collectives cost as for that size, its attention and
+per-token host costs as for the B real sequences.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.analytical import run as analytical_run
+from engine.analytical.step import StepModel
+from engine.des import DesSpec, simulate
+from engine.spec import WorkloadSpec
+
+from tests.conftest import compose_specs
+
+
+@pytest.fixture(scope="module")
+def padded():
+    s = compose_specs("model=llama_3_1_8b", "hardware=h100_sxm", "partition=tp2",
+                      "calibration=ideal", "calibration.step_overhead=100us",
+                      "calibration.per_token_overhead=10us")
+    return replace(s, framework=replace(s.framework, cuda_graph_sizes=(1, 2, 4, 8),
+                                        cuda_graph_padding=True))
+
+
+def test_decode_pass_of_3_costs_the_4_graph(padded):
+    sm = StepModel.from_specs(padded)
+    plain = replace(sm, graph_sizes=())
+    L, C = sm.num_layers, 3 * 1000.0
+    # by hand from the roofline operators: dense/experts at 4 tokens (4 logits), attention of the
+    # 3 real sequences (decode form, 3000 positions: compute and memory), comm of 4 tokens
+    att = plain.attention(0.0, 0.0, 0.0, L * C, 3.0, 3.0)
+    ops = plain.operators(4.0, 4.0, *att)
+    want = plain.roof(ops) + plain.comm_s(4.0) + 100e-6 + 3 * 10e-6
+    assert float(sm.time(3.0, 3.0, decode_seqs=3.0, decode_ctx=C)) == pytest.approx(want, rel=1e-12)
+    # a captured size, a batch above the largest graph and a prefill pass are not padded
+    for T, n, Bd, ctx in ((4.0, 4.0, 4.0, 4000.0), (9.0, 9.0, 9.0, 9000.0)):
+        assert float(sm.time(T, n, decode_seqs=Bd, decode_ctx=ctx)) == \
+            pytest.approx(float(plain.time(T, n, decode_seqs=Bd, decode_ctx=ctx)), rel=1e-12)
+    assert float(sm.time(3.0, 1.0, prefill_pairs=6.0)) == pytest.approx(float(plain.time(3.0, 1.0, prefill_pairs=6.0)))
+
+
+def test_engines_pad_alike(padded):
+    # 3 users in a closed loop, fixed 512/64, no think time: every round is the analytical static
+    # batch of 3 (one prefill pass of the 3 prompts, then 63 decode steps of 3), both padded to 4
+    wl = WorkloadSpec(prompt_len=512, output_len=64, arrival="closed_loop", concurrency=3,
+                      num_requests=9)
+    s = replace(padded, workload=wl)
+    des = simulate(s, DesSpec(max_num_batched_tokens=8192, max_num_seqs=256)).result
+    ana = analytical_run(replace(s, workload=WorkloadSpec(prompt_len=512, output_len=64,
+                                                          batch_size=3))).summary
+    assert des.table["tpot_ms"].to_list() == pytest.approx([ana["tpot_ms_p50"]] * 9, rel=1e-9)
+    unpadded = analytical_run(replace(s, framework=replace(s.framework, cuda_graph_padding=False),
+                                      workload=WorkloadSpec(prompt_len=512, output_len=64,
+                                                            batch_size=3))).summary
+    assert ana["tpot_ms_p50"] > unpadded["tpot_ms_p50"]
