@@ -17,8 +17,10 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     experts   compute 2 P_exp T                               memory  expert weights x E[touched]/E
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
     time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
-           + step_overhead + n * per_token_overhead
-(step_overhead = the calibration's scheduler step_overhead + launch_overhead, per pass)
+           + step_overhead + n * per_token_overhead, at least n / frontend_tok_s
+(step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
+profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
+per_output_token_overhead; the front-end ceiling from the profile)
 FLOPs are divided by tp x sp devices at peak x compute_efficiency; weights by tp (experts by
 max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency; comm from
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
@@ -84,6 +86,8 @@ class StepModel:
     window_layers: int = 0              # Lw: layers with a sliding window
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
     graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
+    frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s: a pass emitting n tokens
+                                        # lasts at least n times this (detokenise/stream ceiling)
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -190,8 +194,9 @@ class StepModel:
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)
-        return (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
-                + self.step_overhead_s + self.per_token_overhead_s * n)
+        t = (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
+             + self.step_overhead_s + self.per_token_overhead_s * n)
+        return np.maximum(t, n * self.frontend_s_per_token) if self.frontend_s_per_token else t
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
         """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,
@@ -247,6 +252,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
     """StepModel constants for the specs with the partition (and optionally the peaks and
     efficiencies) given as numpy arrays: one value per grid point."""
     m, cal, hw, opt = specs.model, specs.calibration, specs.hardware, specs.analytical
+    fw = specs.framework
     tp, pp, ep, sp = (np.asarray(v, dtype=float) for v in (tp, pp, ep, sp))
     peak1 = hw.peak_flops(m.math_dtype) if peak_flops_s is None else peak_flops_s
     ceff = cal.compute_efficiency if compute_efficiency is None else compute_efficiency
@@ -288,8 +294,9 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         act_s_per_token=traffic.activation_elems_per_token(m) * act / (tp * sp) / bw,
         comm_latency_s=c0,
         comm_s_per_token=c1,
-        step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s,
-        per_token_overhead_s=cal.per_token_overhead_s,
+        step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s + fw.step_overhead_s,
+        per_token_overhead_s=cal.per_token_overhead_s + fw.per_output_token_s,
+        frontend_s_per_token=1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0,
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,
         comm_alt_latency_s=alt0,

@@ -27,13 +27,8 @@ step j (0-based) has aggregates tokens = logits = B, attn_pairs = kv_read = sum(
 so its time is ``StepModel.time`` of an arange; the run stops at the first completion, at the
 last step the free KV blocks allow, or early when a request arrives (``truncate``).
 
-Framework host costs (``DesSpec.framework``, engine.spec.framework): a decode-only step of B
-sequences is priced by the step path at the CUDA-graph batch (``StepModel.graph_tokens``: the
-padded rows cost GEMM, LM head and collectives like real ones, attention only for the real
-sequences; the analytical engine pads the same way); every iteration lasts its step time plus
-``step_overhead_s`` plus ``per_output_token_s`` per token it emits, and at least
-tokens / ``frontend_tok_s`` (the front end's detokenise/stream ceiling). All zero/off in the
-``generic`` profile, which leaves the step times untouched.
+CUDA-graph padding and the framework's host costs (per-iteration and per-token overheads, the
+front end's token ceiling) are priced by the step path (``StepModel``), the same for both engines.
 """
 
 import heapq
@@ -94,10 +89,6 @@ class Replica:
         self.step_time = step_time
         # (B, sum of decode contexts at the first step, k) -> s array of k decode steps
         self.step_times = step_times
-        fw = spec.framework
-        self._host = (fw.step_overhead_s, fw.per_output_token_s,
-                      1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0)
-        self._host_on = any(self._host)
         S = spec.max_num_seqs
         # one 2-D array, a row per field, so moving slots is one operation for all fields
         self._ints = np.zeros((len(_INTS), S), np.int64)
@@ -277,12 +268,6 @@ class Replica:
             self.kv.give(int((self.blocks[idx] - newb).sum()))
             self.blocks[idx] = newb
 
-    def _host_time(self, emitted):
-        """Framework host time of an iteration emitting ``emitted`` tokens on top of its step
-        time ``x`` is applied by the callers: x + step + per_token n, at least n / frontend."""
-        step, per_tok, inv_fe = self._host
-        return step + per_tok * emitted, emitted * inv_fe
-
     def mixed(self, t, chunks, didx):
         """One iteration: the decoding sequences ``didx`` (KV already reserved) plus the prompt
         ``chunks``."""
@@ -300,9 +285,6 @@ class Replica:
             if c == self.pf[s]:
                 logits += 1
         dt = self.step_time(T, logits, tuple(pieces), nd, pd)
-        if self._host_on:
-            add, floor = self._host_time(logits)
-            dt = max(dt + add, floor)
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
         self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd)
@@ -348,10 +330,8 @@ class Replica:
         if need:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
-        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)   # CUDA-graph padding: the step path
-        if self._host_on:
-            add, floor = self._host_time(n)
-            x = np.maximum(x + add, floor)
+        # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
+        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()

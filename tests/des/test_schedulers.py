@@ -1,5 +1,5 @@
-"""Scheduler strategies (engine.des.schedulers), CUDA-graph padding and the framework host costs
-in the replica. The pre-refactor policies (vllm, sarathi, orca) are pinned exactly by
+"""Scheduler strategies (engine.des.schedulers); CUDA-graph padding and the framework host costs
+are the step path's (tests/engine/test_framework_pass.py). The pre-refactor policies (vllm, sarathi, orca) are pinned exactly by
 test_replay.py; these tests cover what is new."""
 
 from dataclasses import replace
@@ -82,25 +82,6 @@ def test_replica_passes_the_real_decode_batch():
         rep.plan(end)
         assert isinstance(rep.run, DecodeRun)
         assert calls[-1][:2] == ("many", 3)
-
-
-def test_host_costs_and_front_end_ceiling():
-    # by hand: prefill iteration of 3 prompts = 10 ms + 1 ms step + 3 x 0.1 ms per emitted token;
-    # each decode step = 5 ms + 1 ms + 3 x 0.1 ms = 6.3 ms
-    fw = replace(FrameworkSpec(), step_overhead_s=1e-3, per_output_token_s=1e-4)
-    rep, _ = _replica(fw, 3)
-    end = rep.plan(0.0)
-    assert end == pytest.approx(0.0113)
-    rep.finish(end)
-    rep.plan(end)
-    assert rep.run.steps[0] == pytest.approx(0.0063)
-    # front end at 200 tokens/s: a decode step emitting 3 tokens lasts at least 15 ms
-    rep, _ = _replica(replace(FrameworkSpec(), frontend_tok_s=200.0), 3)
-    end = rep.plan(0.0)
-    assert end == pytest.approx(0.015)
-    rep.finish(end)
-    rep.plan(end)
-    assert np.allclose(rep.run.steps, 0.015)
 
 
 def test_no_evict_with_chunked_context_splits_prompts_keeps_reservation(specs_with):

@@ -1,4 +1,5 @@
-"""CUDA-graph padding lives in the step path, so both engines pad a decode step the same way.
+"""The framework profile's share of a pass lives in the step path, so both engines price it alike:
+CUDA-graph padding, per-iteration and per-token host costs, the front end's token ceiling.
 
 A decode-only pass of B sequences, B at most the largest captured size, runs the graph of the next
 captured size: its dense matmuls, LM head and collectives cost as for that size, its attention and
@@ -57,3 +58,24 @@ def test_engines_pad_alike(padded):
                                       workload=WorkloadSpec(prompt_len=512, output_len=64,
                                                             batch_size=3))).summary
     assert ana["tpot_ms_p50"] > unpadded["tpot_ms_p50"]
+
+
+def test_host_costs_and_front_end_ceiling(padded):
+    plain = StepModel.from_specs(replace(padded, framework=replace(padded.framework,
+                                                                    cuda_graph_padding=False)))
+    fw = replace(padded.framework, cuda_graph_padding=False, step_overhead_s=1e-3,
+                 per_output_token_s=1e-4)
+    sm = StepModel.from_specs(replace(padded, framework=fw))
+    # by hand: the profile's 1 ms per iteration and 0.1 ms per emitted token on top of the pass
+    # (a prefill of 3 x 64 tokens emitting 3 first tokens; a decode step of 3 at 1000 each)
+    for args, kw, n in (((192.0, 3.0), dict(prefill_pairs=3 * 64 * 65 / 2), 3),
+                        ((3.0, 3.0), dict(decode_seqs=3.0, decode_ctx=3000.0), 3)):
+        assert float(sm.time(*args, **kw)) == pytest.approx(float(plain.time(*args, **kw)) + 1e-3 + n * 1e-4,
+                                                            rel=1e-12)
+    # front end at 200 tokens/s: a decode step emitting 3 tokens lasts at least 15 ms, and the
+    # analytical TPOT of a batch of 3 is held to the same floor
+    fe = StepModel.from_specs(replace(padded, framework=replace(fw, frontend_tok_s=200.0)))
+    assert float(fe.time(3.0, 3.0, decode_seqs=3.0, decode_ctx=3000.0)) == pytest.approx(0.015)
+    s = replace(padded, framework=replace(fw, frontend_tok_s=200.0),
+                workload=WorkloadSpec(prompt_len=512, output_len=64, batch_size=3))
+    assert analytical_run(s).summary["tpot_ms_p50"] == pytest.approx(15.0)
