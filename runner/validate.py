@@ -404,7 +404,13 @@ class Runner:
 
         specs, des = self.specs(case)
         if params:
-            specs = replace(specs, calibration=replace(specs.calibration, **params))
+            cal = {k: v for k, v in params.items() if not k.startswith("framework.")}
+            specs = replace(specs, calibration=replace(specs.calibration, **cal))
+            fw = params.get(f"framework.{case.framework}.step_overhead_s")
+            if fw is not None:
+                specs = replace(specs, framework=replace(specs.framework, step_overhead_s=fw))
+                if des.framework is not None:
+                    des = replace(des, framework=specs.framework)
         wl = dict(case.workload)
         if case.engine == "analytical":
             from engine.analytical import run
@@ -501,6 +507,24 @@ def table_text(cases: list[Case], summary: dict) -> str:
 FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficiency": (0.3, 1.0, "log"),
               "comm_efficiency": (0.1, 1.0, "log"), "step_overhead_s": (0.0, 0.01, 1e-3),
               "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
+#: A serving framework's host time per iteration (scheduler, input preparation: vLLM V0 and SGLang
+#: 0.4 spend milliseconds, TensorRT-LLM and CUDA-graphed gpt-fast far less) is the framework's, not
+#: the hardware's: ``--fit`` fits one ``framework.<profile>.step_overhead_s`` per profile with at
+#: least this many fitted rows (on all of that profile's rows at once) and holds the calibration's
+#: step overhead at 0; profiles with fewer rows keep their value.
+MIN_FRAMEWORK_ROWS = 3
+FRAMEWORK_STEP = (0.0, 0.02, 1e-3)
+
+
+def fit_space(use: list) -> dict:
+    """The parameters ``--fit`` moves for these rows: FIT_PARAMS less the calibration's step
+    overhead, plus ``framework.<profile>.step_overhead_s`` per profile with enough rows."""
+    space = {k: v for k, v in FIT_PARAMS.items() if k != "step_overhead_s"}
+    rows = Counter(c.framework for c in use)
+    for fw, n in sorted(rows.items()):
+        if fw and n >= MIN_FRAMEWORK_ROWS:
+            space[f"framework.{fw}.step_overhead_s"] = FRAMEWORK_STEP
+    return space
 
 
 def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: int = 40, log=print,
@@ -513,15 +537,18 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     # MLPerf server rows are a bisection on the rate (a step function of the parameters, and a
     # dozen DES runs each): evaluated and reported, not fitted
     use = [c for c in cases if not c.skip and not c.server]
-    names = list(FIT_PARAMS)
+    space = fit_space(use)
+    names = list(space)
 
     def enc(k, v):
-        unit = FIT_PARAMS[k][2]
+        unit = space[k][2]
         return math.log(v) if unit == "log" else v / unit
 
     def dec(u):
-        return {k: float(np.exp(v)) if FIT_PARAMS[k][2] == "log" else float(v) * FIT_PARAMS[k][2]
-                for k, v in zip(names, u)}
+        out = {k: float(np.exp(v)) if space[k][2] == "log" else float(v) * space[k][2]
+               for k, v in zip(names, u)}
+        out["step_overhead_s"] = 0.0     # per framework profile (fit_space)
+        return out
 
     # each metric (TTFT, TPOT, throughput) weighs the same in total, however many rows it has
     count = {g: sum(1 for c in use if c.metric == g) for g in GROUPS}
@@ -539,9 +566,10 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
             + ", ".join(f"{g} {v:.3f}" for g, v in med.items()))
         return weight * r
 
-    lo = np.array([enc(k, FIT_PARAMS[k][0]) if FIT_PARAMS[k][2] != "log" or FIT_PARAMS[k][0] > 0 else 0.0
+    lo = np.array([enc(k, space[k][0]) if space[k][2] != "log" or space[k][0] > 0 else 0.0
                    for k in names])
-    hi = np.array([enc(k, FIT_PARAMS[k][1]) for k in names])
+    hi = np.array([enc(k, space[k][1]) for k in names])
+    start = {**{k: start.get("step_overhead_s", 1e-3) for k in names if k.startswith("framework.")}, **start}
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
     sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=0.01,
                         max_nfev=max_nfev)
@@ -568,33 +596,64 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
 
 def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict, cases: list[Case],
                 base_cfg) -> str:
+    """The fitted calibration as conf/calibration/NAME.yaml (``runner.calibration_yaml``: one
+    layout, paths relative to the project); the kernel backend as composed (``--set``)."""
+    from runner.calibration_yaml import calibration_yaml_text, display
+
     c = base_cfg.calibration
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     err = "; ".join(f"{g} median {s['median_abs_error']:.1%} / max {s['max_abs_error']:.1%} (n={s['n']})"
-                    for g, s in summary.items())
-    n = sum(1 for x in cases if not x.skip)
-    return "\n".join([
-        f"# Default calibration: ONE set of factors fitted by `simllm-validate --fit {name}` ({date}) to all",
-        f"# {n} expressible rows of {csv_path.name} at once (never per row, model or framework):",
-        "# least_squares, soft-L1 on log(predicted / measured). Error it reaches (|predicted / measured - 1|):",
-        f"#   {err}",
-        "# Noise stays off: the dev set publishes medians and means, no tails to fit a jump diffusion to.",
-        "defaults:", "  - calibration_schema", "  - noise: none   # step-time jitter/jumps for engine=des (conf/calibration/noise/)",
-        "  - _self_", f"name: {name}",
-        "provenance: >-",
-        f"  simllm-validate --fit on {csv_path} (sha256 {sha}); {n} rows (TTFT, TPOT, throughput;",
-        "  analytical batch-1/static-batch rows, DES offline and serving rows); memory reserve and KV",
-        "  fraction as the seed document (not fitted). Error reached: " + err,
-        f"compute_efficiency: {params['compute_efficiency']:.4f}           # fitted",
-        f"memory_bandwidth_efficiency: {params['memory_bandwidth_efficiency']:.4f}  # fitted",
-        f"comm_efficiency: {params['comm_efficiency']:.4f}              # fitted",
-        f"memory_reserve: {c.memory_reserve}          # CUDA context, allocator and framework buffers",
-        f"kv_usable_fraction: {c.kv_usable_fraction}",
-        f"step_overhead: {params['step_overhead_s'] * 1e6:.1f} us          # fitted: per iteration (scheduler)",
-        f"per_token_overhead: {params['per_token_overhead_s'] * 1e6:.2f} us      # fitted: per sequence per step (sampling, detokenise)",
-        f"per_request_overhead: {params['per_request_overhead_s'] * 1e6:.1f} us  # fitted: once per request (tokenise, admit, respond)",
-        f"launch_overhead: {c.get('launch_overhead', '0 us')}          # per forward pass; not fitted (folded into step_overhead)",
-    ]) + "\n"
+                    for g, s in summary.items() if s["n"])
+    n = sum(1 for x in cases if not x.skip and not x.server)
+    fws = sorted(k.split(".")[1] for k in params if k.startswith("framework."))
+    header = [f"Default calibration: ONE set of factors fitted by `simllm-validate --fit {name}` ({date}) to all",
+              f"{n} fittable rows of {csv_path.name} at once (never per row or model; host time per iteration",
+              f"per framework profile on all of that profile's rows: {', '.join(fws) or 'none'}):",
+              "least_squares, soft-L1 on log(predicted / measured). Error it reaches (|predicted / measured - 1|):",
+              f"  {err}",
+              "Noise stays off: the dev set publishes medians and means, no tails to fit a jump diffusion to."]
+    prov = (f"simllm-validate --fit on {display(csv_path)} (sha256 {sha}); {n} rows (TTFT, TPOT,\n"
+            "throughput; analytical batch-1/static-batch rows, DES offline and serving rows; MLPerf\n"
+            f"server rows evaluated, not fitted); kernels={c.kernels}; memory reserve and KV fraction as\n"
+            "the seed document (not fitted). Error reached: " + err)
+    step = ("per framework profile (conf/framework/*.yaml step_overhead, fitted)" if fws
+            else "fitted: per iteration (scheduler)")
+    fields = [("compute_efficiency", f"{params['compute_efficiency']:.4f}", "fitted (roofline-priced operators)"),
+              ("memory_bandwidth_efficiency", f"{params['memory_bandwidth_efficiency']:.4f}", "fitted"),
+              ("comm_efficiency", f"{params['comm_efficiency']:.4f}", "fitted"),
+              ("memory_reserve", c.memory_reserve, "CUDA context, allocator and framework buffers"),
+              ("kv_usable_fraction", c.kv_usable_fraction, ""),
+              ("step_overhead", f"{params['step_overhead_s'] * 1e6:.1f} us", step),
+              ("per_token_overhead", f"{params['per_token_overhead_s'] * 1e6:.2f} us",
+               "fitted: per sequence per step (sampling, detokenise)"),
+              ("per_request_overhead", f"{params['per_request_overhead_s'] * 1e6:.1f} us",
+               "fitted: once per request (tokenise, admit, respond)"),
+              ("launch_overhead", c.get("launch_overhead", "0 us"), "per forward pass; not fitted"),
+              ("kernels", c.kernels, "operator prices: roofline | measured | transfer | anchored | auto"),
+              ("transfer_exclude", list(c.get("transfer_exclude") or []),
+               "kernel table sets the transfer curves are fitted without")]
+    return calibration_yaml_text(name, header, prov, fields)
+
+
+def write_framework_steps(conf_dir: Path, params: dict, csv_path: Path, cases: list[Case]) -> list:
+    """Set each fitted profile's ``step_overhead`` line in conf_dir/framework/NAME.yaml to its
+    fitted value (the rest of the file untouched); returns the paths written."""
+    out = []
+    for k, v in sorted(params.items()):
+        if not k.startswith("framework."):
+            continue
+        fw = k.split(".")[1]
+        path = Path(conf_dir) / "framework" / f"{fw}.yaml"
+        n = sum(1 for c in cases if c.framework == fw and not c.skip and not c.server)
+        line = (f"step_overhead: {v * 1e6:.1f} us   # fitted by simllm-validate --fit on all {n} rows of "
+                f"this profile in {csv_path.name}")
+        text = path.read_text()
+        new = re.sub(r"(?m)^step_overhead:.*$", line, text, count=1)
+        if new == text and not re.search(r"(?m)^step_overhead:", text):
+            new = text.rstrip("\n") + "\n" + line + "\n"
+        path.write_text(new)
+        out.append(path)
+    return out
 
 
 def _model_config(text: str) -> tuple:
@@ -694,12 +753,15 @@ def run(args) -> dict:
 
         path = Path(args.conf_dir) / "calibration" / f"{args.fit}.yaml"
         text_y = fitted_yaml(args.fit, params, csv_path, sha, summary, cases,
-                             compose([f"calibration={args.calibration}"]))
+                             compose([f"calibration={args.calibration}", *args.set]))
         if path.exists() and not args.force and path.read_text() != text_y:
             raise FileExistsError(f"{path} exists and differs; pass --force to overwrite")
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text_y)
         (out / f"{args.fit}.yaml").write_text(text_y)
         print(f"wrote {path}")
+        for p in write_framework_steps(Path(args.conf_dir), params, csv_path, cases):
+            print(f"wrote {p} (step_overhead)")
     if not args.no_tracking:
         from runner import tracking
 

@@ -1,0 +1,51 @@
+"""``simllm-validate --fit``: which parameters it moves, and the files it writes."""
+
+import shutil
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from runner import validate
+from runner.paths import shared_file
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _case(fw, server=()):
+    return validate.Case("x", "tpot", 1.0, framework=fw, server=server)
+
+
+def test_fit_space_one_step_overhead_per_framework_with_rows():
+    # 3 trtllm rows and 2 sglang rows (one more is an MLPerf server row, not fitted): trtllm gets
+    # its own host time per iteration, sglang keeps its profile's; the calibration's is not moved
+    use = [_case("trtllm")] * 3 + [_case("sglang")] * 2
+    space = validate.fit_space(use)
+    assert "framework.trtllm.step_overhead_s" in space
+    assert "framework.sglang.step_overhead_s" not in space
+    assert "step_overhead_s" not in space
+    assert set(validate.FIT_PARAMS) - {"step_overhead_s"} <= set(space)
+
+
+def test_fit_writes_a_relative_calibration_and_the_profiles_steps(tmp_path, capsys):
+    shared_file("traces", validate.SHAREGPT_TRACE)
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf" / "framework", conf / "framework")
+    rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
+                        "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",
+                        "--fit", "mine", "--max-nfev", "2", "--conf-dir", str(conf),
+                        "--set", "calibration.kernels=auto", "--output-dir", str(tmp_path / "out")])
+    assert rc == 0
+    text = (conf / "calibration" / "mine.yaml").read_text()
+    assert str(ROOT.parent) not in text and "benchmark_rows.csv" in text     # no machine path
+    y = OmegaConf.create(text)
+    assert y.name == "mine" and y.kernels == "auto" and 0 < y.compute_efficiency <= 1
+    out = capsys.readouterr().out
+    # every profile the fit moved had its step_overhead line rewritten, the rest of it untouched
+    for line in out.splitlines():
+        if line.endswith("(step_overhead)"):
+            p = Path(line.split()[1])
+            new, old = p.read_text(), (ROOT / "conf" / "framework" / p.name).read_text()
+            assert "fitted by simllm-validate --fit" in new
+            assert [x for x in new.splitlines() if not x.startswith("step_overhead:")] == \
+                [x for x in old.splitlines() if not x.startswith("step_overhead:")]
