@@ -97,11 +97,13 @@ def compose_specs(*overrides):
     from runner.convert import specs_from_config
 
     schema.register()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides))
-    GlobalHydra.instance().clear()
-    return specs_from_config(cfg)
+    key = tuple(overrides)
+    if key not in _COMPOSED:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            _COMPOSED[key] = compose(config_name="config", overrides=list(overrides))
+        GlobalHydra.instance().clear()
+    return specs_from_config(copy.deepcopy(_COMPOSED[key]))
 
 
 @pytest.fixture
