@@ -1,5 +1,5 @@
 """Report figures (matplotlib, Agg backend): roofline, latency vs a swept parameter or load,
-TTFT/TPOT CDFs, Pareto frontier. Each function takes plain data, writes one PNG and returns its
+TTFT/TPOT CDFs, Pareto frontier, operator time shares. Each function takes plain data, writes one PNG and returns its
 path, or returns None when the data for that figure is absent.
 """
 
@@ -275,3 +275,36 @@ def pareto(points: list[tuple], path: Path,
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+#: Operator classes of a pass (engine.analytical.step.StepModel.breakdown), in stacking order.
+OP_CLASSES = ("dense", "attention", "experts", "comm", "overhead")
+
+
+def op_shares(shares: dict[str, dict[str, dict[str, float]]], labels: dict[str, str],
+              path: Path) -> Path | None:
+    """Stacked horizontal bars of each run's share of pass time per operator class, one panel per
+    phase present (``shares[run][phase][class]``, phase prefill or decode). None when no run has
+    shares."""
+    phases = [ph for ph in ("prefill", "decode") if any(ph in s for s in shares.values())]
+    if not phases:
+        return None
+    plt = _plt()
+    runs = list(shares)
+    fig, axes = plt.subplots(1, len(phases), figsize=(5.2 * len(phases), 0.45 * len(runs) + 1.6),
+                             squeeze=False, sharey=True)
+    colors = dict(zip(OP_CLASSES, _colors(len(OP_CLASSES))))
+    y = np.arange(len(runs))
+    for ax, ph in zip(axes[0], phases):
+        left = np.zeros(len(runs))
+        for cls in OP_CLASSES:
+            v = np.array([shares[r].get(ph, {}).get(cls, 0.0) or 0.0 for r in runs])
+            ax.barh(y, v, left=left, color=colors[cls], label=cls)
+            left += v
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{ph} pass")
+        ax.set_xlabel("share of pass time")
+        ax.set_yticks(y, [labels.get(r, r) for r in runs])
+        ax.grid(axis="y", visible=False)
+    axes[0][-1].legend(loc="lower right", fontsize=7)
+    return _save(fig, path)

@@ -290,6 +290,18 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
         "No per-request tables among these runs (the analytical engine has none; a DES run's "
         "table.parquet has one row per request)."), None, fig))
 
+    shares = {r: {ph: {c: rows[r].get(f"metrics.{ph}_share_{c}") for c in plots.OP_CLASSES}
+                  for ph in ("prefill", "decode")
+                  if any(rows[r].get(f"metrics.{ph}_share_{c}") is not None for c in plots.OP_CLASSES)}
+              for r in rows}
+    fig = plots.op_shares({r: v for r, v in shares.items() if v}, labels, out / "op_shares.png")
+    sections.append(("Where a pass spends its time", (
+        "Share of a pass's time per operator class (dense matmuls + LM head + element-wise, "
+        "attention, routed experts, exposed communication, framework overheads): the analytical "
+        "engine's prefill pass and mid-context decode step, the DES's decode step at its mean "
+        "batch (summary `prefill_share_*`, `decode_share_*`)." if fig else
+        "No run has operator shares (runs before they were reported)."), None, fig))
+
     pts, kind = _pareto_points(rows, tables, labels)
     fig = plots.pareto(pts, out / "pareto.png", ylabel=f"{kind}throughput (tokens/s per GPU)")
     sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "

@@ -62,7 +62,7 @@ def test_report_of_a_sweep_matches_the_runs(sweep, tmp_path, capsys):
     assert table["TTFT ms"][0] > table["TTFT ms"][3] and table["TPOT ms"][0] > table["TPOT ms"][2]
     md = (out / "report.md").read_text()
     assert md.count("| 512TFLOPS |") == 3 and md.count("| 800TFLOPS |") == 3
-    for png in ("roofline.png", "sensitivity.png", "pareto.png"):
+    for png in ("roofline.png", "sensitivity.png", "pareto.png", "op_shares.png"):
         assert _is_png(out / png), png
         assert f"]({png})" in md
     assert not (out / "cdf.png").exists() and "No per-request tables" in md
@@ -76,7 +76,7 @@ def test_report_of_a_sweep_matches_the_runs(sweep, tmp_path, capsys):
 
 def md_html_ok(out):
     page = (out / "report.html").read_text()
-    return page.count("data:image/png;base64,") == 3 and "<table>" in page and "src=\"roofline" not in page
+    return page.count("data:image/png;base64,") == 4 and "<table>" in page and "src=\"roofline" not in page
 
 
 @pytest.mark.slow  # the module's real 6-job sweep (console script)
