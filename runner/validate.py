@@ -174,9 +174,6 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         fw_why += "; < 70 GiB or A100: 2048 tokens, 256 seqs"
     stated = rg.stated_settings(row.get("notes", ""))
     ov += [f"framework.{k}={v}" for k, v in stated.items()]
-    kv = stated.get("kv_usable_fraction") or _profile_kv(fw)
-    if kv:   # the analytical engine sizes KV from the calibration's fraction: the framework's here
-        ov.append(f"calibration.kv_usable_fraction={kv}")
     if stated:
         fw_why += "; the row states " + ", ".join(f"{k}={v}" for k, v in stated.items())
     case.gpus = gpus
@@ -262,14 +259,6 @@ def _small_gpu_for_vllm(hw: str) -> bool:
 
     cap = to_si("hardware.hbm_capacity", OmegaConf.load(ROOT / "conf" / "hardware" / f"{hw}.yaml").hbm_capacity, "GB")
     return cap < 70 * 2 ** 30 or hw.startswith("a100")
-
-
-@functools.lru_cache(maxsize=16)
-def _profile_kv(profile: str) -> float:
-    """The framework profile's KV usable fraction (0: the calibration's)."""
-    from omegaconf import OmegaConf
-
-    return float(OmegaConf.load(ROOT / "conf" / "framework" / f"{profile}.yaml").get("kv_usable_fraction", 0.0))
 
 
 @functools.lru_cache(maxsize=8)
@@ -507,22 +496,23 @@ def table_text(cases: list[Case], summary: dict) -> str:
 FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficiency": (0.3, 1.0, "log"),
               "comm_efficiency": (0.1, 1.0, "log"), "step_overhead_s": (0.0, 0.01, 1e-3),
               "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
-#: A serving framework's host time per iteration (scheduler, input preparation: vLLM V0 and SGLang
-#: 0.4 spend milliseconds, TensorRT-LLM and CUDA-graphed gpt-fast far less) is the framework's, not
-#: the hardware's: ``--fit`` fits one ``framework.<profile>.step_overhead_s`` per profile with at
-#: least this many fitted rows (on all of that profile's rows at once) and holds the calibration's
-#: step overhead at 0; profiles with fewer rows keep their value.
+#: A serving framework's host time per iteration beyond the common baseline (scheduler, input
+#: preparation: vLLM V0 and SGLang 0.4 spend milliseconds more than CUDA-graphed engines) is the
+#: framework's, not the hardware's: ``--fit`` fits the calibration's step overhead (the baseline,
+#: pinned by the neutral ``generic`` profile's rows too) plus one ``framework.<profile>.
+#: step_overhead_s`` on top of it per named profile with at least this many fitted rows, on all
+#: of that profile's rows at once; other profiles keep their value, ``generic`` stays neutral.
 MIN_FRAMEWORK_ROWS = 3
 FRAMEWORK_STEP = (0.0, 0.02, 1e-3)
 
 
 def fit_space(use: list) -> dict:
-    """The parameters ``--fit`` moves for these rows: FIT_PARAMS less the calibration's step
-    overhead, plus ``framework.<profile>.step_overhead_s`` per profile with enough rows."""
-    space = {k: v for k, v in FIT_PARAMS.items() if k != "step_overhead_s"}
+    """The parameters ``--fit`` moves for these rows: FIT_PARAMS plus
+    ``framework.<profile>.step_overhead_s`` per named profile (not generic) with enough rows."""
+    space = dict(FIT_PARAMS)
     rows = Counter(c.framework for c in use)
     for fw, n in sorted(rows.items()):
-        if fw and n >= MIN_FRAMEWORK_ROWS:
+        if fw and fw != "generic" and n >= MIN_FRAMEWORK_ROWS:
             space[f"framework.{fw}.step_overhead_s"] = FRAMEWORK_STEP
     return space
 
@@ -545,10 +535,8 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
         return math.log(v) if unit == "log" else v / unit
 
     def dec(u):
-        out = {k: float(np.exp(v)) if space[k][2] == "log" else float(v) * space[k][2]
-               for k, v in zip(names, u)}
-        out["step_overhead_s"] = 0.0     # per framework profile (fit_space)
-        return out
+        return {k: float(np.exp(v)) if space[k][2] == "log" else float(v) * space[k][2]
+                for k, v in zip(names, u)}
 
     # each metric (TTFT, TPOT, throughput) weighs the same in total, however many rows it has
     count = {g: sum(1 for c in use if c.metric == g) for g in GROUPS}
@@ -569,7 +557,7 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     lo = np.array([enc(k, space[k][0]) if space[k][2] != "log" or space[k][0] > 0 else 0.0
                    for k in names])
     hi = np.array([enc(k, space[k][1]) for k in names])
-    start = {**{k: start.get("step_overhead_s", 1e-3) for k in names if k.startswith("framework.")}, **start}
+    start = {**{k: 0.5e-3 for k in names if k.startswith("framework.")}, **start}
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
     sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=0.01,
                         max_nfev=max_nfev)
@@ -616,8 +604,8 @@ def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict
             "throughput; analytical batch-1/static-batch rows, DES offline and serving rows; MLPerf\n"
             f"server rows evaluated, not fitted); kernels={c.kernels}; memory reserve and KV fraction as\n"
             "the seed document (not fitted). Error reached: " + err)
-    step = ("per framework profile (conf/framework/*.yaml step_overhead, fitted)" if fws
-            else "fitted: per iteration (scheduler)")
+    step = ("fitted: per iteration, every framework (profiles add their own: conf/framework/*.yaml)"
+            if fws else "fitted: per iteration (scheduler)")
     fields = [("compute_efficiency", f"{params['compute_efficiency']:.4f}", "fitted (roofline-priced operators)"),
               ("memory_bandwidth_efficiency", f"{params['memory_bandwidth_efficiency']:.4f}", "fitted"),
               ("comm_efficiency", f"{params['comm_efficiency']:.4f}", "fitted"),
@@ -645,8 +633,8 @@ def write_framework_steps(conf_dir: Path, params: dict, csv_path: Path, cases: l
         fw = k.split(".")[1]
         path = Path(conf_dir) / "framework" / f"{fw}.yaml"
         n = sum(1 for c in cases if c.framework == fw and not c.skip and not c.server)
-        line = (f"step_overhead: {v * 1e6:.1f} us   # fitted by simllm-validate --fit on all {n} rows of "
-                f"this profile in {csv_path.name}")
+        line = (f"step_overhead: {v * 1e6:.1f} us   # on top of the calibration's; fitted by simllm-validate "
+                f"--fit on all {n} rows of this profile in {csv_path.name}")
         text = path.read_text()
         new = re.sub(r"(?m)^step_overhead:.*$", line, text, count=1)
         if new == text and not re.search(r"(?m)^step_overhead:", text):

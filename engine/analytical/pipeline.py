@@ -77,7 +77,7 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
     chunk = np.where((x["prefill_chunk"] > 0) & (x["prefill_chunk"] < S), x["prefill_chunk"], S)
     p_mem = kvcache.footprint(m, B, S, ptp, ppp, pep, psp, np.where(chunk < S, chunk, B * S),
                               x["hbm_capacity_bytes"],
-                              cal.memory_reserve_bytes, cal.kv_usable_fraction, opt.kv_block_tokens)
+                              cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens)
     mismatch = ((ptp != tp) | (ppp != pp) | (psp != sp)).astype(float)
     hand = disagg.handoff_s(B, S, memory.kv_bytes_per_token(m), m.num_layers, opt.kv_block_tokens,
                             np.minimum(p_dev, d_dev), d.link_bandwidth_bytes_s, d.link_latency_s,
@@ -119,7 +119,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     # tokens of the largest pass: a chunk (the token budget) or all B prompts in one pass
     pass_tokens = np.where((C > 0) & (C < S), C, B * S)
     mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, x["hbm_capacity_bytes"],
-                            cal.memory_reserve_bytes, cal.kv_usable_fraction, opt.kv_block_tokens)
+                            cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens)
     fits = mem["fits"]
 
     # --- prefill ---

@@ -91,7 +91,7 @@ def assumptions(specs: Specs) -> list[Assumption]:
                           "no cross-kernel fusion"))
     out.append(Assumption("KV cache capacity",
                           f"(HBM - weights - activations - {c.memory_reserve_bytes / 1e9:g} GB) "
-                          f"x {c.kv_usable_fraction}; blocks of {a.kv_block_tokens} tokens",
+                          f"x {specs.kv_usable_fraction}; blocks of {a.kv_block_tokens} tokens",
                           f"calibration '{c.name}'; paged KV, last block partly empty"))
     out.append(Assumption("weight bytes", f"{weight_bytes_per_param(m):.4g} B/param ({m.weight_dtype}"
                           + (f", a {m.weight_scale_dtype} scale per {m.weight_group_size})"

@@ -7,14 +7,12 @@ __all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSI
 
 def deployment(specs, des: DesSpec | None = None):
     """(specs, des) as the DES runs them: ``des`` (default ``specs.des``) with its None settings
-    taken from ``specs.framework`` (``DesSpec.resolve``), and the calibration's KV usable fraction
-    replaced by the framework's when the profile sets one (> 0)."""
+    taken from ``specs.framework`` (``DesSpec.resolve``). (The KV usable fraction is
+    ``Specs.kv_usable_fraction``, the same for both engines.)"""
     from dataclasses import replace
 
     fw = specs.framework
     des = (des if des is not None else specs.des).resolve(fw)
-    if fw.kv_usable_fraction > 0 and fw.kv_usable_fraction != specs.calibration.kv_usable_fraction:
-        specs = replace(specs, calibration=replace(specs.calibration, kv_usable_fraction=fw.kv_usable_fraction))
     if des is not specs.des:
         specs = replace(specs, des=des)
     return specs, des

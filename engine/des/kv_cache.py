@@ -37,7 +37,7 @@ def kv_capacity(specs: Specs, block_size: int, max_batched_tokens: int, max_seqs
     largest iteration (max_batched_tokens tokens, max_seqs sequences)."""
     m, p, c, hw = specs.model, specs.partition, specs.calibration, specs.hardware
     k = kvcache.capacity(m, p.tp, p.pp, p.ep, p.sp, float(max_batched_tokens), float(max_seqs),
-                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, c.kv_usable_fraction)
+                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, specs.kv_usable_fraction)
     tokens = float(k["tokens"])
     blocks = int(tokens // block_size)
     return KvCapacity(blocks=blocks, tokens=tokens, kv_capacity_gb=float(k["kv_capacity"]) / 1e9,

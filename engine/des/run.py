@@ -150,7 +150,7 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
         Assumption("KV cache", f"{blocks} blocks of {des.block_size} tokens per replica",
                    "given" if des.num_kv_blocks else
                    f"(HBM - weights - activations at the largest iteration - reserve) x "
-                   f"{c.kv_usable_fraction}"),
+                   f"{specs.kv_usable_fraction}"),
         Assumption("preemption", f"{des.preemption}, newest first",
                    "blocks freed; prompt + emitted tokens prefilled again on re-admission"
                    if des.preemption == "recompute" else

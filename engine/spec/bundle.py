@@ -28,6 +28,14 @@ class Specs:
     #: discrete-event engine settings (conf/engine/des.yaml); its None fields come from framework
     des: DesSpec = field(default_factory=DesSpec)
 
+    @property
+    def kv_usable_fraction(self) -> float:
+        """Share of (HBM - weights - activations - reserve) given to the KV cache: the framework
+        profile's when it sets one (> 0: e.g. vLLM gpu_memory_utilization, TensorRT-LLM
+        free_gpu_memory_fraction), else the calibration's. Both engines size KV with this."""
+        f = self.framework.kv_usable_fraction
+        return f if f > 0 else self.calibration.kv_usable_fraction
+
     def __post_init__(self):
         m, p = self.model, self.partition
         if m.num_heads % p.tp:
