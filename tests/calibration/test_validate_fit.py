@@ -17,14 +17,14 @@ def _case(fw, server=()):
 
 
 def test_fit_space_one_step_overhead_per_framework_with_rows():
-    # 3 trtllm rows and 2 sglang rows (one more is an MLPerf server row, not fitted): trtllm gets
-    # its own host time per iteration, sglang keeps its profile's; the calibration's is not moved
-    use = [_case("trtllm")] * 3 + [_case("sglang")] * 2
+    # 3 trtllm rows, 2 sglang rows, 5 generic rows: trtllm gets its own host time per iteration on
+    # top of the calibration's (the baseline), sglang keeps its profile's, generic stays neutral
+    use = [_case("trtllm")] * 3 + [_case("sglang")] * 2 + [_case("generic")] * 5
     space = validate.fit_space(use)
     assert "framework.trtllm.step_overhead_s" in space
     assert "framework.sglang.step_overhead_s" not in space
-    assert "step_overhead_s" not in space
-    assert set(validate.FIT_PARAMS) - {"step_overhead_s"} <= set(space)
+    assert "framework.generic.step_overhead_s" not in space
+    assert set(validate.FIT_PARAMS) <= set(space)
 
 
 def test_fit_writes_a_relative_calibration_and_the_profiles_steps(tmp_path, capsys):
