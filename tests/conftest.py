@@ -19,13 +19,14 @@ CONF = ROOT / "conf"
 #: Small data the core tests need, shipped with the project (tests/data/README.md: sources, licenses).
 DATA = Path(__file__).resolve().parent / "data"
 #: External reference data (paths.shared_data: ../shared/data beside the checkout, or
-#: $SIMLLM_SHARED_DATA; runner.paths resolves it). Absent in a clone alone: see ``shared_file``.
+#: $SIMLLM_SHARED_DATA; runner.paths resolves it). Absent in a clone alone: see ``require_shared``.
 SHARED_DATA = shared_data()
 
 
-def shared_file(*parts: str) -> Path:
+def require_shared(*parts: str) -> Path:
     """A file or folder of the external data; skips the calling test, naming it, where it is absent
-    (a clone without ../shared). Only tests of the external data itself use this."""
+    (a clone without ../shared). Only tests that need the external data use this (runner.paths.
+    shared_file, by contrast, only builds the path)."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"external data {path} not present (../shared/data or $SIMLLM_SHARED_DATA)")

@@ -6,7 +6,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from runner import validate
-from runner.paths import shared_file
+from tests.conftest import require_shared
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -28,7 +28,7 @@ def test_fit_space_one_step_overhead_per_framework_with_rows():
 
 
 def test_fit_writes_a_relative_calibration_and_the_profiles_steps(tmp_path, capsys):
-    shared_file("traces", validate.SHAREGPT_TRACE)
+    require_shared("traces", validate.SHAREGPT_TRACE)   # skips, naming the file, without ../shared
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf" / "framework", conf / "framework")
     rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",

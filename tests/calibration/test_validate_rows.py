@@ -11,7 +11,7 @@ import pytest
 
 from runner import rowgrammar as rg
 from runner import validate
-from tests.conftest import shared_file
+from tests.conftest import require_shared
 
 DATA = Path(__file__).parent / "data"
 
@@ -72,7 +72,7 @@ def test_framework_profile_from_row(fw, version, profile):
 
 
 def test_example_csv_end_to_end(tmp_path, capsys):
-    shared_file("traces", validate.SHAREGPT_TRACE)   # its dataset rows draw ShareGPT lengths: skip without
+    require_shared("traces", validate.SHAREGPT_TRACE)   # its dataset rows draw ShareGPT lengths: skip without
     rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
                         "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",
                         "--output-dir", str(tmp_path)])
@@ -109,7 +109,7 @@ def test_bad_model_config_names_the_option(capsys):
 def test_half_split_fits_on_half_and_reports_the_other(tmp_path, capsys):
     import json
 
-    shared_file("traces", validate.SHAREGPT_TRACE)
+    require_shared("traces", validate.SHAREGPT_TRACE)
 
     rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
                         "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",

@@ -80,9 +80,9 @@ def test_shared_table_imports_directly_and_agrees_with_the_sheet(cfg_of, device)
     project's curated sheet: dense peaks per precision, HBM, SRAM, scale-up link, TDP. (GB200's
     capacity differs by rounding: the table's 186 GB vs the rack's 13.4 TB / 72 = 186.1 GB.)"""
     from engine.ingest.hwcsv import read_sheet
-    from tests.conftest import shared_file
+    from tests.conftest import require_shared
 
-    raw = read_sheet(shared_file("hardware", "hardware_specs.csv"), "raw", device=device).hardware_spec()
+    raw = read_sheet(require_shared("hardware", "hardware_specs.csv"), "raw", device=device).hardware_spec()
     ours = specs_from_config(cfg_of(f"hardware={RAW_DEVICES[device]}")).hardware
     for p in ("bf16", "fp8", "int8", "fp4"):
         if getattr(ours, f"peak_flops_{p}") is not None:
@@ -95,9 +95,9 @@ def test_shared_table_imports_directly_and_agrees_with_the_sheet(cfg_of, device)
 
 def test_table_of_several_devices_needs_one_named():
     from engine.ingest.hwcsv import SheetError, read_sheet
-    from tests.conftest import shared_file
+    from tests.conftest import require_shared
 
-    table = shared_file("hardware", "hardware_specs.csv")
+    table = require_shared("hardware", "hardware_specs.csv")
     with pytest.raises(SheetError, match="holds 11 devices"):
         read_sheet(table, "x")
     with pytest.raises(SheetError, match="no rows for device 'H100'"):
