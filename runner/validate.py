@@ -557,7 +557,10 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     lo = np.array([enc(k, space[k][0]) if space[k][2] != "log" or space[k][0] > 0 else 0.0
                    for k in names])
     hi = np.array([enc(k, space[k][1]) for k in names])
-    start = {**{k: 0.5e-3 for k in names if k.startswith("framework.")}, **start}
+    for k in names:   # a profile's current value (its YAML) starts its own step overhead
+        if k.startswith("framework.") and k not in start:
+            c0 = next(c for c in use if c.framework == k.split(".")[1])
+            start[k] = runner.specs(c0)[0].framework.step_overhead_s or 0.5e-3
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
     sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=0.01,
                         max_nfev=max_nfev)

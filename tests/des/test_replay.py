@@ -10,14 +10,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.des.replay_cases import CASES, tables
+from tests.des.replay_cases import CASES, RECORDED_CALIBRATION, tables
 
 FIXTURE = Path(__file__).parent / "data" / "replay_tables.parquet"
 
 
 @pytest.fixture(scope="module")
-def now(base_specs):
-    return tables(base_specs)
+def now():
+    from tests.conftest import compose_specs
+
+    return tables(compose_specs(*RECORDED_CALIBRATION))
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
