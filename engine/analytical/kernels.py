@@ -227,8 +227,9 @@ def build(specs: Specs, tp, ep, sp) -> tuple[KernelPass | None, list]:
     notes = list(getattr(km, "assumptions", ())) + [
         Assumption("operator costs", km.name,
                    "per-kernel times tabulated over the pass's tokens (engine.analytical.kernels); "
-                   f"GEMMs in {km.dtype_for(specs.model)}; element-wise traffic, SP all-gathers "
-                   "and PP hand-offs at the roofline"),
+                   f"GEMMs in {km.dtype_for(specs.model)}; element-wise kernels (norms, rotary, "
+                   "gated activation: traffic.elementwise_elems_per_token), SP all-gathers and PP "
+                   "hand-offs at the roofline"),
         Assumption("attention lines", f"median |error| {kp.fit_error:.1%}",
                    "per-layer floor + per-token/sequence + per-pair/position lines fitted to the "
                    "attention kernels at serving shapes")]

@@ -85,6 +85,7 @@ class StepModel:
     window: int = 0                     # sliding window W [positions] of the windowed layers
     window_layers: int = 0              # Lw: layers with a sliding window
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
+    elem_s_per_token: Any = 0.0         # element-wise kernels' bytes / (tp sp) / bw_eff (kernel mode)
     graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
     frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s: a pass emitting n tokens
                                         # lasts at least n times this (detokenise/stream ceiling)
@@ -153,7 +154,9 @@ class StepModel:
         compute slot, memory 0."""
         k = self.kern
         if k is not None:
-            dense = k.dense(tokens) + k.lm_head(logits) + self.act_s_per_token * tokens
+            # a measured GEMM's time holds its own activation I/O; the element-wise kernels
+            # between the matmuls (norms, rotary, gated activation) are added at HBM speed
+            dense = k.dense(tokens) + k.lm_head(logits) + self.elem_s_per_token * tokens
             return (dense, 0.0), (k.experts(tokens), 0.0), (attn_compute_s, attn_memory_s)
         exp_c = self.expert_flops_per_token * tokens
         dense = ((self.flops_per_token * tokens - exp_c) + self.flops_per_logit * logits,
@@ -292,6 +295,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         experts_per_token=m.experts_per_token,
         kv_s_per_token=memory.kv_bytes_per_token(m) / kv_split / bw,
         act_s_per_token=traffic.activation_elems_per_token(m) * act / (tp * sp) / bw,
+        elem_s_per_token=traffic.elementwise_elems_per_token(m) * act / (tp * sp) / bw,
         comm_latency_s=c0,
         comm_s_per_token=c1,
         step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s + fw.step_overhead_s,

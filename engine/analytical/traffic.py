@@ -38,6 +38,29 @@ def activation_elems_per_token(model: ModelSpec) -> float:
     return float(model.num_layers * attn + l_dense * ffn(model.ffn_size) + l_moe * moe)
 
 
+def elementwise_elems_per_token(model: ModelSpec) -> float:
+    """Activation elements the element-wise kernels between the matmuls read + write per token
+    over all layers (what a measured GEMM's time does not hold; kernel-priced passes add it).
+
+    Per layer: two fused residual-add + RMSNorm (read x and the residual, write both: 4h each);
+    rotary embedding of q and k (read + write: 2 (nh + nkv) dh; MLA: the rope part 2 (nh + 1) dr);
+    the gated activation silu(gate) x up per active FFN of width f (read 2f, write f: 3f; plain
+    MLP: read f, write f). Active FFNs as in ``activation_elems_per_token``.
+    """
+    from engine.analytical.params import layer_split
+
+    h, nh, nkv, dh = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim
+    rope = 2 * (nh + 1) * model.qk_rope_head_dim if model.attention == "mla" else 2 * (nh + nkv) * dh
+    per_layer = 8 * h + rope
+
+    def act(f):
+        return 3 * f if model.gated_mlp else 2 * f
+
+    l_dense, l_moe = layer_split(model)
+    moe = (model.experts_per_token + model.num_shared_experts) * act(model.expert_ffn_size) if l_moe else 0
+    return float(model.num_layers * per_layer + l_dense * act(model.ffn_size) + l_moe * moe)
+
+
 def expected_experts_touched(num_experts, experts_per_token, tokens):
     """Expected distinct routed experts one layer touches for ``tokens`` tokens.
 

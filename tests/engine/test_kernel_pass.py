@@ -78,7 +78,7 @@ def test_pass_time_is_the_sum_of_kernels(fake):
     shapes = gemm_shapes(m, 2)
     dense = sum(layers * (G * T * nn * kk + G0) for _, nn, kk, layers in shapes)
     lm = G * n * (m.vocab_size // 2) * m.hidden_size + G0
-    act = sm.act_s_per_token * T                       # element-wise traffic stays roofline
+    act = sm.elem_s_per_token * T                      # element-wise kernels stay roofline
     pairs = c * k + c * (c + 1) / 2
     att = L * (PF + PT * c + PP * pairs) + L * (DF + DS * Bd + DP * C)
     msg = T * m.hidden_size * 2                         # bf16 activations, sp = 1
@@ -139,3 +139,13 @@ def test_vectorised_grid_equals_point_by_point(fake):
             one = evaluate(s, tp=tp[i, 0], ep=ep[i, 0], batch_size=B[0, j])
             for key in ("ttft_ms", "tpot_ms", "chunk_star", "ttft_at_chunk_star_ms"):
                 assert float(grid[key][i, j]) == pytest.approx(float(one[key]), rel=1e-12), key
+
+
+def test_elementwise_traffic_by_hand():
+    # Llama-3.1-8B per layer: two fused add+RMSNorm 8 x 4096 = 32,768; rotary of 32 q + 8 kv heads
+    # of 128, read + write: 2 x 40 x 128 = 10,240; silu(gate) x up: 3 x 14,336 = 43,008;
+    # 86,016 elements x 32 layers = 2,752,512 per token
+    from engine.analytical import traffic
+
+    m = compose_specs("model=llama_3_1_8b").model
+    assert traffic.elementwise_elems_per_token(m) == 2_752_512
