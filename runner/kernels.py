@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from runner import paths
+
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_KERNELS = ROOT.parent / "shared" / "data" / "kernels"
+DEFAULT_KERNELS = paths.shared_file("kernels")     # $SIMLLM_SHARED_DATA overrides
 OUT = ROOT / "engine" / "cost" / "data"
 
 README = """# Derived kernel tables (engine/cost/data)

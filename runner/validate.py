@@ -51,10 +51,11 @@ from pathlib import Path
 
 import numpy as np
 
+from runner import paths
 from runner import rowgrammar as rg
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CSV = ROOT.parent / "shared" / "data" / "reference" / "measured_dev.csv"
+DEFAULT_CSV = paths.shared_file("reference", "measured_dev.csv")     # $SIMLLM_SHARED_DATA overrides
 SHAREGPT_TRACE = "sarathi_sharegpt_8k_filtered_llama2tok.csv"
 
 #: gpt-fast generate.py's default max_new_tokens (the README does not state the output length).
@@ -265,8 +266,6 @@ def _small_gpu_for_vllm(hw: str) -> bool:
 def _trace_shape():
     """(prompt, output) lengths of the Sarathi ShareGPT trace (the shape of the dataset rows)."""
     import polars as pl
-
-    from runner import paths
 
     t = pl.read_csv(paths.shared_file("traces", SHAREGPT_TRACE))
     return t["num_prefill_tokens"].to_numpy().astype(float), t["num_decode_tokens"].to_numpy().astype(float)
@@ -766,6 +765,7 @@ def run(args) -> dict:
         if params:
             p.update({f"fitted.{k}": v for k, v in params.items()})
         try:
+            args.tracking_uri = args.tracking_uri or tracking.default_uri()
             rid = tracking.log_job(args.tracking_uri, args.experiment, f"validate:{csv_path.stem}", p,
                                    metrics, {"simllm.kind": "validation"}, out)
             print(f"MLflow run {rid} ({args.tracking_uri}, experiment {args.experiment})")
@@ -797,7 +797,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--conf-dir", default=str(ROOT / "conf"))
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "validation"))
     ap.add_argument("--no-tracking", action="store_true")
-    ap.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}")
+    ap.add_argument("--tracking-uri", default=None, help="MLflow store (default: runner.tracking's)")
     ap.add_argument("--experiment", default="validation")
     return ap
 

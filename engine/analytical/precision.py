@@ -20,13 +20,3 @@ def weight_bytes_per_param(model: ModelSpec) -> float:
     if model.weight_group_size:
         b += DTYPE_BYTES[model.weight_scale_dtype] / model.weight_group_size
     return b
-
-
-def kv_bytes_per_elem(model: ModelSpec) -> float:
-    """Bytes per cached K/V (or MLA latent) element: DTYPE_BYTES[kv_dtype]."""
-    return DTYPE_BYTES[model.kv_dtype]
-
-
-def activation_bytes_per_elem(model: ModelSpec) -> float:
-    """Bytes per activation element moved between kernels and over links: DTYPE_BYTES[activation_dtype]."""
-    return DTYPE_BYTES[model.activation_dtype]
