@@ -308,7 +308,8 @@ def _version(text: str):
 def pick_framework(framework: str, version: str) -> tuple[str, str]:
     """(conf/framework profile, why) from the framework and version cells: TensorRT-LLM ->
     trtllm; SGLang -> sglang; vLLM >= 0.8 -> vllm_v1 (V1 engine the default), < 0.8 -> vllm_v0,
-    an MLPerf v4.x submission (2024) -> vllm_v0, no version -> vllm_v1; anything else -> generic."""
+    an MLPerf v4.x submission (2024) -> vllm_v0, no version -> vllm_v1; gpt-fast -> gpt_fast;
+    anything else -> generic."""
     f = (framework or "").lower()
     if "tensorrt" in f or "trt-llm" in f or "trtllm" in f:
         return "trtllm", "TensorRT-LLM"
@@ -321,4 +322,6 @@ def pick_framework(framework: str, version: str) -> tuple[str, str]:
         if re.search(r"mlperf\s*v?4", (version or "").lower()):
             return "vllm_v0", "vLLM in an MLPerf v4.x submission (2024, V0 engine)"
         return "vllm_v1", "vLLM, version not stated: the V1 engine"
+    if "gpt-fast" in f or "gpt_fast" in f or "pytorch native" in f:
+        return "gpt_fast", "PyTorch-native gpt-fast (torch.compile)"
     return "generic", f"no profile for '{framework}': generic"
