@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner import schema  # noqa: E402
 from runner.paths import shared_data  # noqa: E402
-from runner.validate import GROUPS, Runner, read_cases  # noqa: E402
+from runner.tools.validate import GROUPS, Runner, read_cases  # noqa: E402
 
 
 def main():

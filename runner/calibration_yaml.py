@@ -1,6 +1,6 @@
 """Writing fitted calibrations as conf/calibration/NAME.yaml: one text layout, one writer.
 
-``simllm-calibrate`` (runner/calibrate.py) and ``simllm-validate --fit`` both end in a calibration
+``simllm-calibrate`` (runner/tools/calibrate.py) and ``simllm-validate --fit`` both end in a calibration
 option file: comment lines saying how it was fitted, the defaults list, ``name``, ``provenance``
 and one line per field with a comment. Paths in that text go through ``runner.paths.display``
 (relative to the project root, e.g. ``../shared/data/reference/measured_dev.csv``): a shipped file

@@ -24,7 +24,7 @@ from pathlib import Path
 from engine.errors import SpecError
 from runner.calibration_yaml import calibration_yaml_text, display, write_calibration_yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 
 

@@ -16,13 +16,13 @@ import numpy as np
 
 from runner import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_KERNELS = paths.shared_file("kernels")     # $SIMLLM_SHARED_DATA overrides
 OUT = ROOT / "engine" / "cost" / "data"
 
 README = """# Derived kernel tables (engine/cost/data)
 
-`tables.npz` and `transfer.json` are derived by `simllm-kernels` (runner/kernels.py ->
+`tables.npz` and `transfer.json` are derived by `simllm-kernels` (runner/tools/kernels.py ->
 engine/cost/derive.py, engine/cost/transfer.py) from the per-operator latency tables in
 `../shared/data/kernels` (the `aiconfigurator-core` 0.12.0 wheel's measured tables).
 

@@ -6,7 +6,7 @@
     simllm-validate --half-split                      # fit on half the rows, report the error on the other half
 
 Each row of the CSV (columns as in measured_dev.csv; the grammar of each cell is in
-``runner.rowgrammar`` and the README's "Benchmark rows" section) becomes one prediction:
+``runner.tools.rowgrammar`` and the README's "Benchmark rows" section) becomes one prediction:
 
 * batch rows (``1``, ``batch=N``) with fixed lengths go through the analytical engine (all requests
   start together, lock-step decode); a per-user decode rate is compared as 1000 / TPOT;
@@ -52,9 +52,9 @@ from pathlib import Path
 import numpy as np
 
 from runner import paths
-from runner import rowgrammar as rg
+from runner.tools import rowgrammar as rg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CSV = paths.shared_file("reference", "measured_dev.csv")     # $SIMLLM_SHARED_DATA overrides
 SHAREGPT_TRACE = "sarathi_sharegpt_8k_filtered_llama2tok.csv"
 
@@ -301,7 +301,7 @@ class Runner:
 
     def specs(self, case: Case):
         if case.id not in self._specs:
-            from runner.calibrate import compose
+            from runner.tools.calibrate import compose
             from runner.convert import des_spec, specs_from_config
 
             ov = [f"calibration={self.calibration}", "engine=des", *case.overrides, *self.extra]
@@ -739,7 +739,7 @@ def run(args) -> dict:
         "per_framework": breakdown(cases, "framework"), "per_precision": breakdown(cases, "precision"),
         "half_split": {k: v for k, v in (split or {}).items() if k != "text"} or None}, indent=2))
     if args.fit:
-        from runner.calibrate import compose
+        from runner.tools.calibrate import compose
 
         path = Path(args.conf_dir) / "calibration" / f"{args.fit}.yaml"
         text_y = fitted_yaml(args.fit, params, csv_path, sha, summary, cases,

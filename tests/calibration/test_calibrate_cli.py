@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from engine.des import DesSpec, simulate
 from engine.spec import WorkloadSpec
 from engine.spec.workload import LengthDist
-from runner import calibrate
+from runner.tools import calibrate
 from runner.schema import CalibrationSchema, NoiseSchema
 
 
@@ -43,7 +43,7 @@ def test_cli_writes_calibration_and_mlflow_run(measured_csv, tmp_path, mlflow_ur
     assert doc["memory_bandwidth_efficiency"] == pytest.approx(0.7, rel=0.03)
     sha = hashlib.sha256(measured_csv.read_bytes()).hexdigest()
     # the data is named relative to the project root (os.path.relpath), never by its absolute path
-    rel = os.path.relpath(measured_csv, Path(calibrate.__file__).resolve().parent.parent)
+    rel = os.path.relpath(measured_csv, Path(calibrate.__file__).resolve().parents[2])
     assert sha in doc["provenance"] and f"fit to {rel} (" in doc["provenance"]
     assert f" {measured_csv}" not in text
     assert "before" in text and "after" in text and "bandwidth efficiency" in text   # tables

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import validate
+from runner.tools import validate
 
 HEADER = ["id", "model", "params_b", "hardware", "num_gpus", "precision", "framework",
           "framework_version", "tp", "pp", "batch_or_concurrency", "input_len", "output_len", "metric",

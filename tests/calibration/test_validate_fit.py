@@ -5,7 +5,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from runner import validate
+from runner.tools import validate
 from tests.conftest import require_shared
 
 ROOT = Path(__file__).resolve().parents[2]

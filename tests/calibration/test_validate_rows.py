@@ -1,4 +1,4 @@
-"""The benchmark-row grammar (runner.rowgrammar) and the example CSV validated end to end
+"""The benchmark-row grammar (runner.tools.rowgrammar) and the example CSV validated end to end
 (tests/calibration/data/benchmark_rows.csv: one row of each kind; README "Benchmark rows").
 The example's measured values are illustrative: the test checks what each row is compared with
 and that every row is predicted or skipped with its reason, not the accuracy."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import rowgrammar as rg
-from runner import validate
+from runner.tools import rowgrammar as rg
+from runner.tools import validate
 from tests.conftest import require_shared
 
 DATA = Path(__file__).parent / "data"

@@ -183,7 +183,7 @@ def test_kernel_model_is_immutable():
 def test_shipped_tables_regenerate():
     """simllm-kernels' derivation from ../shared/data/kernels gives exactly the shipped tables."""
     from engine.cost import derive
-    from runner.kernels import peaks_from_conf
+    from runner.tools.kernels import peaks_from_conf
 
     fresh = derive.derive(SHARED_DATA / "kernels", peaks_from_conf())
     assert derive.same(fresh, shipped_tables()) == []

@@ -90,7 +90,7 @@ def test_reading_runs_back_leaves_the_global_tracking_uri_alone(mlflow_uri, tmp_
 
 
 def test_one_default_tracking_uri(monkeypatch):
-    from runner import calibrate
+    from runner.tools import calibrate
     from runner.schema import TrackingSchema
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
