@@ -64,20 +64,27 @@ class Scheduler:
     def plan(self, rep, t: float):
         raise NotImplementedError
 
+    @staticmethod
+    def prefill_else_decode(rep, t, chunks):
+        """A prefill-only iteration of ``chunks`` if any, else a decode run of every running
+        sequence, else idle (None)."""
+        if chunks:
+            return rep.mixed(t, chunks, None)
+        if not rep.n:
+            rep.run = None
+            return None
+        return rep.decode_run(t)
+
 
 @register("vllm")
 class PrefillFirst(Scheduler):
     """vLLM V0: whole new prompts first (if any can be admitted), else decode every sequence."""
 
     def plan(self, rep, t):
+        chunks = []
         if rep.waiting and rep.n < rep.max_seqs:
             chunks = rep.admit(t, rep.budget, whole=True, busy=False)
-            if chunks:
-                return rep.mixed(t, chunks, None)
-        if not rep.n:
-            rep.run = None
-            return None
-        return rep.decode_run(t)
+        return self.prefill_else_decode(rep, t, chunks)
 
 
 @register("sglang")
@@ -103,12 +110,7 @@ class SGLang(Scheduler):
                     left -= c
         if rep.waiting and left > 0 and rep.n < rep.max_seqs:
             chunks += rep.admit(t, left, whole=False, busy=bool(chunks))
-        if chunks:
-            return rep.mixed(t, chunks, None)
-        if not rep.n:
-            rep.run = None
-            return None
-        return rep.decode_run(t)
+        return self.prefill_else_decode(rep, t, chunks)
 
 
 @register("sarathi")
