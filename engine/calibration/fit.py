@@ -7,7 +7,7 @@ plus the two log p50 ratios weighted by sqrt(N), so that p50 TTFT and p50 TPOT a
 TTFT across prompt lengths separates compute (slope) from overhead (intercept); TPOT then gives the
 bandwidth. The request stream is the measured one (lengths, arrivals or concurrency), replayed.
 
-Stage 2 (the tail) holds those and fits the jump diffusion of ``engine.calibration.noise`` (jitter
+Stage 2 (the tail) holds those and fits the jump diffusion of ``engine.des.noise`` (jitter
 sigma, jump rate lambda, mean jump size J; the jump distribution is the configured one) to log
 ratios of the p90/p99/p99.9 of TTFT, TPOT and (when measured) ITL, plus the ITL p50.
 

@@ -434,7 +434,7 @@ def request_stream(m: Measurement, seed: int = 0):
 def itl_histogram_cdf(state) -> tuple:
     """((log10 ms at the bin edges, CDF there), total weight) of a DES State's ITL histogram
     (the CDF rises linearly in log space inside a bin)."""
-    from engine.des.state import ITL_BINS_PER_DECADE, _ITL_LO
+    from engine.des.state import ITL_BINS_PER_DECADE, ITL_LO
 
     state.flush_itl()
     h = state.itl_hist
@@ -443,7 +443,7 @@ def itl_histogram_cdf(state) -> tuple:
         return None, 0.0
     nz = np.flatnonzero(h)
     lo, hi = nz[0], nz[-1] + 1
-    edges = _ITL_LO + np.arange(lo, hi + 1) / ITL_BINS_PER_DECADE + 3.0   # log10 s -> log10 ms
+    edges = ITL_LO + np.arange(lo, hi + 1) / ITL_BINS_PER_DECADE + 3.0   # log10 s -> log10 ms
     cdf = np.concatenate([[0.0], np.cumsum(h[lo:hi]) / total])
     return (edges, cdf), total
 

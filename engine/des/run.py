@@ -17,6 +17,7 @@ from engine.des.cluster import Loop, Router, kv_time_average
 from engine.des.config import DesSpec, deployment
 from engine.des.kv_cache import PrefixCache, kv_capacity
 from engine.des.metrics import request_table, summarize
+from engine.des.noise import make_noise
 from engine.des.replica import Replica
 from engine.des.state import State
 from engine.des.workload import RequestStream, build_stream
@@ -136,7 +137,7 @@ def _noise_assumption(n, seed: int) -> Assumption:
     return Assumption("noise", f"jitter sigma {n.jitter_sigma:g}, jumps {n.jump_rate_per_s:g}/s of busy "
                       f"time x {n.jump_dist} {n.jump_mean_s * 1e3:g} ms, throttle x{n.throttle_factor:g} "
                       f"after {n.throttle_after_s:g} s busy",
-                      f"engine.calibration.noise jump diffusion, seed engine.des.seed={seed}")
+                      f"engine.des.noise jump diffusion, seed engine.des.seed={seed}")
 
 
 def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: RequestStream) -> list:
@@ -202,7 +203,6 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     devices = specs.partition.devices_per_replica * n_rep
     sm = StepModel.from_specs(specs)
     if noise is None:  # the calibration's jump-diffusion noise (None when calibration.noise is off)
-        from engine.calibration.noise import make_noise
         noise = make_noise(specs.calibration.noise, des.seed)
     one, many = step_functions(sm, noise)
     st = State(stream)

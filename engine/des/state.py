@@ -6,7 +6,9 @@ from engine.des.workload import RequestStream
 
 #: Log-spaced histogram of inter-token latencies: 200 bins per decade from 1 us to 1000 s.
 ITL_BINS_PER_DECADE = 200
-_ITL_LO = -6.0
+#: log10 of the lowest histogram edge in seconds (1 us); public so readers of the histogram
+#: (engine.calibration.measurements) rebuild the same edges.
+ITL_LO = -6.0
 _ITL_NBINS = int(9 * ITL_BINS_PER_DECADE) + 1
 
 
@@ -62,7 +64,7 @@ class State:
         vals = np.concatenate(self._itl_vals)
         wts = np.repeat(np.asarray(self._itl_wts, dtype=np.float64), [len(v) for v in self._itl_vals])
         ok = vals > 0
-        idx = np.clip(((np.log10(vals[ok]) - _ITL_LO) * ITL_BINS_PER_DECADE).astype(np.int64),
+        idx = np.clip(((np.log10(vals[ok]) - ITL_LO) * ITL_BINS_PER_DECADE).astype(np.int64),
                       0, _ITL_NBINS - 1)
         self.itl_hist += np.bincount(idx, weights=wts[ok], minlength=_ITL_NBINS)
         self._itl_vals, self._itl_wts, self._itl_len = [], [], 0
@@ -77,5 +79,5 @@ class State:
         out = []
         for q in qs:
             i = int(np.searchsorted(cdf, q / 100.0, side="left"))
-            out.append(10 ** (_ITL_LO + (i + 0.5) / ITL_BINS_PER_DECADE) * 1e3)
+            out.append(10 ** (ITL_LO + (i + 0.5) / ITL_BINS_PER_DECADE) * 1e3)
         return out

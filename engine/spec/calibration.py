@@ -12,7 +12,7 @@ KERNEL_BACKENDS = ("roofline", "measured", "transfer", "anchored", "auto")
 
 @dataclass(frozen=True)
 class NoiseSpec:
-    """Step-time noise of the discrete-event engine (``engine.calibration.noise``): a Merton-style
+    """Step-time noise of the discrete-event engine (``engine.des.noise``): a Merton-style
     jump diffusion on each iteration time x.
 
     x' = x * exp(jitter_sigma * Z)            (log-normal jitter, median-preserving;

@@ -1,4 +1,4 @@
-"""The jump-diffusion step-time noise (engine.calibration.noise) and its DES hook.
+"""The jump-diffusion step-time noise (engine.des.noise) and its DES hook.
 
 Expected values are closed forms of the model, not outputs of the code under test: a log-normal
 multiplier exp(sigma Z) has mean exp(sigma^2/2), median 1 and log-std sigma; Poisson jumps at rate
@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.calibration.noise import JumpDiffusion, make_noise
+from engine.des.noise import JumpDiffusion, make_noise
 from engine.des import DesSpec, simulate
 from engine.spec import NoiseSpec
 
