@@ -398,7 +398,7 @@ def request_stream(m: Measurement, seed: int = 0):
     """(stream, order): the DES request stream of a measurement (its lengths, and its arrivals:
     recorded times, or the workload's process drawn with ``seed``), and the table rows in stream
     order (simulated request i is measured row order[i])."""
-    from engine.des.workload import RequestStream
+    from engine.des.workload import RequestStream, arrivals
 
     t = m.table
     n = t.height
@@ -407,21 +407,18 @@ def request_stream(m: Measurement, seed: int = 0):
     wl = m.workload
     users = 0
     kind = wl.get("arrival", "batch")
-    rng = np.random.default_rng(seed)
     if kind == "trace" and t["arrival_s"].null_count() == 0:
         arrival = t["arrival_s"].to_numpy().astype(np.float64)
     elif kind == "closed_loop":
         users = int(wl["concurrency"])
-        arrival = np.full(n, np.nan)
-        arrival[:min(users, n)] = 0.0
+        arrival = arrivals("closed_loop", n, users=users)
     elif kind in ("poisson", "gamma", "trace") and wl.get("rate_rps"):
+        # a trace without recorded times at a stated rate: replayed as Poisson
         cv = float(wl.get("arrival_cv", 1.0)) if kind == "gamma" else 1.0
-        shape = 1.0 / cv ** 2
-        gaps = rng.gamma(shape, 1.0 / (wl["rate_rps"] * shape), size=n)
-        gaps[0] = 0.0
-        arrival = np.cumsum(gaps)
+        arrival = arrivals("gamma" if kind == "gamma" else "poisson", n, float(wl["rate_rps"]), cv,
+                           rng=seed)
     else:
-        arrival = np.zeros(n)
+        arrival = arrivals("batch", n)
     order = np.arange(n)
     if users == 0:
         order = np.argsort(arrival, kind="stable")

@@ -57,18 +57,43 @@ def sample_lengths(dist: LengthDist, mean: int, n: int, rng: np.random.Generator
     return np.clip(x, dist.low, hi).astype(np.int64)
 
 
-def synthetic_arrivals(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Open-loop arrival times [s], the first at 0: exponential gaps (Poisson) or gamma gaps
-    with shape 1/cv^2 and mean 1/rate (cv > 1 is burstier than Poisson)."""
-    if spec.arrival == "batch":
+def arrivals(kind: str, n: int, rate: float = 0.0, cv: float = 1.0, users: int = 0,
+             rng: np.random.Generator | int = 0) -> np.ndarray:
+    """Arrival times [s] of ``n`` requests: the one arrivals generator of the project (the
+    WorkloadSpec streams, measurement replays and ``simllm-validate``'s dataset rows all call it,
+    so a process means the same draws everywhere).
+
+    kind ``batch``: all at 0. ``closed_loop``: the first ``min(users, n)`` at 0, the rest NaN (the
+    DES sets each when that user's previous request completes). ``poisson``: exponential gaps of
+    mean 1/rate. ``gamma``: gamma gaps of shape 1/cv^2 and scale 1/(rate shape), so the mean gap is
+    1/rate and the gaps' coefficient of variation is cv (cv > 1 is burstier than Poisson). Open-loop
+    streams start at 0 (the first gap is dropped). ``rng``: a Generator (consumed: n draws) or an
+    integer seed for ``np.random.default_rng``.
+    """
+    if kind == "batch":
         return np.zeros(n)
-    if spec.arrival == "poisson":
-        gaps = rng.exponential(1.0 / spec.rate_rps, size=n)
+    if kind == "closed_loop":
+        arr = np.full(n, np.nan)
+        arr[:min(users, n)] = 0.0
+        return arr
+    if kind not in ("poisson", "gamma"):
+        raise SpecError("workload.arrival", kind, "batch, closed_loop, poisson or gamma")
+    if not rate > 0:
+        raise SpecError("workload.rate_rps", rate, f"a positive rate for {kind} arrivals")
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if kind == "poisson":
+        gaps = rng.exponential(1.0 / rate, size=n)
     else:
-        shape = 1.0 / spec.arrival_cv ** 2
-        gaps = rng.gamma(shape, 1.0 / (spec.rate_rps * shape), size=n)
-    gaps[0] = 0.0
+        shape = 1.0 / cv ** 2
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+    if n:
+        gaps[0] = 0.0
     return np.cumsum(gaps)
+
+
+def synthetic_arrivals(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Open-loop arrival times [s] of a WorkloadSpec (batch, poisson or gamma): ``arrivals``."""
+    return arrivals(spec.arrival, n, spec.rate_rps, spec.arrival_cv, rng=rng)
 
 
 def _tile(trace: Trace, n: int):
@@ -119,8 +144,7 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
             arrival = arrival * ((n - 1) / arrival[-1]) / spec.rate_rps
     elif spec.arrival == "closed_loop":
         users = spec.concurrency
-        arrival = np.full(n, np.nan)
-        arrival[:min(users, n)] = 0.0
+        arrival = arrivals("closed_loop", n, users=users)
     else:
         arrival = synthetic_arrivals(spec, n, r_arr)
     priority = (r_pri.random(n) >= spec.priority_fraction).astype(np.int8)

@@ -331,26 +331,18 @@ class Runner:
         return self._specs[case.id]
 
     def _stream(self, case: Case, wl: dict):
-        """The request stream of a dataset row (None: the WorkloadSpec's own)."""
-        from engine.des.workload import RequestStream
+        """The request stream of a dataset row (None: the WorkloadSpec's own); arrivals from
+        ``engine.des.workload.arrivals`` (Poisson seeded 1)."""
+        from engine.des.workload import RequestStream, arrivals
 
         if "dataset" not in wl:
             return None, wl
         n = wl["num_requests"]
         pr, ou = _dataset_lengths(n, tuple(wl["means"]))
         rest = {"prompt_len": int(pr.mean()), "output_len": int(ou.mean())}
-        users = 0
-        if wl["arrival"] == "poisson":
-            rng = np.random.default_rng(1)
-            gaps = rng.exponential(1.0 / wl["rate_rps"], size=n)
-            gaps[0] = 0.0
-            arr = np.cumsum(gaps)
-        elif wl["arrival"] == "closed_loop":
-            users = wl["concurrency"]
-            arr = np.full(n, np.nan)
-            arr[:min(users, n)] = 0.0
-        else:
-            arr = np.zeros(n)
+        users = wl["concurrency"] if wl["arrival"] == "closed_loop" else 0
+        kind = wl["arrival"] if wl["arrival"] in ("poisson", "closed_loop") else "batch"
+        arr = arrivals(kind, n, wl.get("rate_rps", 0.0), users=users, rng=1)
         return RequestStream(arrival_s=arr, prompt=pr, output=ou, priority=np.ones(n, np.int8),
                              users=users, source=f"{wl['dataset']} (rescaled Sarathi ShareGPT trace)"), rest
 
