@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.calibration.measurements import Measurement, itl_quantiles_ms, request_stream
+from engine.calibration.solve import least_squares_fit
 from engine.spec import NoiseSpec, Specs
 
 STAGE1 = ("compute_efficiency", "memory_bandwidth_efficiency", "step_overhead_s")
@@ -42,6 +43,15 @@ _SUMMARY_Q = {50.0: "p50", 90.0: "p90", 99.0: "p99", 99.9: "p99_9"}
 BOUNDS = {"compute_efficiency": (0.02, 1.0), "memory_bandwidth_efficiency": (0.02, 1.0),
           "step_overhead_s": (0.0, 0.1), "jitter_sigma": (1e-3, 1.0),
           "jump_rate_per_s": (1e-3, 1e3), "jump_mean_s": (1e-5, 10.0)}
+#: 95 % half-range (in the optimiser's coordinates) beyond which a parameter counts as not pinned
+#: by the data: efficiencies +-0.2 in log (about +-20 %), the step overhead +-20 % of its value
+#: or 50 us if more (stage 1, coordinate in ms); the tail terms +-0.5 in log (a factor 1.6 either
+#: way: tails are sampled from few events).
+def _PIN1(u):
+    return np.array([0.2, 0.2, max(0.2 * abs(u[2]), 0.05)])
+
+
+_PIN2 = np.array([0.5, 0.5, 0.5])
 #: Which symptom each parameter is meant to explain (seed document 000, sec. 6.3 table).
 SYMPTOMS = {
     "compute_efficiency": "p50 TTFT high -> compute efficiency",
@@ -132,15 +142,14 @@ def _dec1(u, p):
             "memory_bandwidth_efficiency": float(np.exp(u[1])), "step_overhead_s": float(u[2] * 1e-3)}
 
 
-def stage1(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 60) -> tuple[dict, object]:
+def stage1(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 60,
+           diff_step: float | None = None) -> tuple[dict, object]:
     """Fit STAGE1 parameters from ``p0`` (the tail parameters held; on only if ``noise``).
 
     With the tail off (the first round) and measured ITLs, the decode side is fitted to the ITL
     p50 instead of TPOT: jitter is median-preserving and jumps touch a few per cent of the
     iterations, so the median ITL is the regular step time while TPOT carries the jumps' mean
     (lambda J) that the tail will add back in stage 2."""
-    from scipy.optimize import least_squares
-
     ok_ttft = np.isfinite(prob.meas_ttft) & (prob.meas_ttft > 0)
     ok_tpot = np.isfinite(prob.meas_tpot) & (prob.meas_tpot > 0)
     w = np.sqrt(ok_ttft.sum())
@@ -166,10 +175,12 @@ def stage1(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 60) -> 
                    BOUNDS["step_overhead_s"][0] * 1e3])
     hi = np.array([0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3])
     u0 = np.clip(_enc1(p0), lo + 1e-9, hi - 1e-9)
-    sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05,
-                        diff_step=0.02 if use_itl else 1e-3, x_scale=np.array([0.1, 0.1, 0.5]),
-                        max_nfev=max_nfev)
-    return _dec1(sol.x, p0), sol
+    if diff_step is None:
+        diff_step = 0.02 if use_itl else 1e-3
+    fit = least_squares_fit(resid, STAGE1, lo, hi, u0, loss="soft_l1", f_scale=0.05,
+                            diff_step=diff_step, x_scale=np.array([0.1, 0.1, 0.5]),
+                            max_nfev=max_nfev, max_halfwidth=_PIN1)
+    return _dec1(fit.x, p0), fit
 
 
 # ------------------------------------------------------------------------------ stage 2
@@ -259,8 +270,6 @@ def stage2(prob: Problem, p0: dict, max_nfev: int = 60, closed_form_start: bool 
     (``moments_start``; else ``p0``), then least squares on the log ratios of the tail
     percentiles (``stage2_targets``), each divided by its standard error (``log_quantile_se``)
     so that a p99.9 of a few hundred requests weighs less than an ITL percentile of 50,000 gaps."""
-    from scipy.optimize import minimize
-
     keys = stage2_targets(prob)
     meas = np.array([prob.target(k) for k in keys])
     weight = 1.0 / np.array([log_quantile_se(prob, k) for k in keys])
@@ -276,16 +285,13 @@ def stage2(prob: Problem, p0: dict, max_nfev: int = 60, closed_form_start: bool 
     hi = np.log([BOUNDS[k][1] for k in STAGE2])
     u0 = np.clip(_enc2(p0), lo + 1e-9, hi - 1e-9)
 
-    def cost(u):
-        return 0.5 * float(np.sum(resid(np.clip(u, lo, hi)) ** 2))
-
     # Nelder-Mead: the percentiles of a finite sample move in small steps as the jump count
     # changes, which misleads finite-difference gradients; a simplex of +-15 % steps does not.
-    simplex = np.vstack([u0] + [u0 + 0.15 * np.eye(3)[i] for i in range(3)])
-    sol = minimize(cost, u0, method="Nelder-Mead",
-                   options={"initial_simplex": simplex, "xatol": 0.01, "fatol": 1e-3, "maxfev": max_nfev})
-    sol.cost = sol.fun
-    return _dec2(np.clip(sol.x, lo, hi), p0), sol
+    # The ranges come from central differences of 5 % (in log) at the solution.
+    fit = least_squares_fit(resid, STAGE2, lo, hi, u0, method="nelder-mead", simplex_step=0.15,
+                            xatol=0.01, fatol=1e-3, max_nfev=max_nfev, diff_step=0.05,
+                            max_halfwidth=_PIN2)
+    return _dec2(fit.x, p0), fit
 
 
 # ------------------------------------------------------------------------------ both
@@ -301,6 +307,10 @@ class FitResult:
     diagnosis: list
     history: list = field(default_factory=list)
     simulations: int = 0
+    #: {parameter: (fitted, low, high, identifiable)}: the 95 % range of each parameter from the
+    #: last stage that fitted it (``engine.calibration.solve``: Jacobian at the solution);
+    #: identifiable False means the data cannot pin it (range too wide or a flat direction).
+    ranges: dict = field(default_factory=dict)
 
 
 def diagnose(prob: Problem, fitted: dict, start: dict, errors_after: dict) -> list:
@@ -352,7 +362,12 @@ def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, roun
     diag = diagnose(prob, p, p0, after)
     return FitResult(params=p, start=p0, errors_before=before, errors_after=after,
                      errors_after_stage1=after1, diagnosis=diag, history=history,
-                     simulations=prob.calls)
+                     simulations=prob.calls, ranges={**s1.ranges(_decode), **s2.ranges(_decode)})
+
+
+def _decode(name: str, u: float) -> float:
+    """A stage's coordinate back to the parameter: the step overhead is in ms, the rest in log."""
+    return float(u) * 1e-3 if name == "step_overhead_s" else float(np.exp(u))
 
 
 __all__ = ["calibrate", "stage1", "stage2", "Problem", "FitResult", "with_params", "params_of",

@@ -73,14 +73,32 @@ def _fmt_value(name: str, v: float) -> str:
     return f"{v:.4g}"
 
 
+def _fmt_range(name: str, fit) -> str:
+    r = fit.ranges.get(name)
+    return f"{_fmt_value(name, r[1])} .. {_fmt_value(name, r[2])}" if r else "-"
+
+
+def _pinned(name: str, fit) -> str:
+    r = fit.ranges.get(name)
+    return "-" if not r else ("yes" if r[3] else "**not pinned**")
+
+
 def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
     out = [f"# Calibration {name}", "",
            f"Data: `{display(m.path)}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
            f"Deployment: {deployment}", "",
            f"Fit: two stages x {len(fit.history) // 2} rounds, {fit.simulations} DES simulations", "",
-           "## Fitted parameters", "", "| parameter | start | fitted |", "|---|---:|---:|"]
+           "## Fitted parameters", "",
+           "95 % range: from the Jacobian of the last stage that fitted the parameter "
+           "(covariance s^2 (J^T J)^-1, engine/calibration/solve.py); *not pinned*: the data cannot "
+           "determine it (range too wide or a flat direction), so its value is the start's or arbitrary.", "",
+           "| parameter | start | fitted | 95 % range | pinned by the data |", "|---|---:|---:|---|---|"]
     for k, v in fit.params.items():
-        out.append(f"| {k} | {_fmt_value(k, fit.start[k])} | {_fmt_value(k, v)} |")
+        out.append(f"| {k} | {_fmt_value(k, fit.start[k])} | {_fmt_value(k, v)} | {_fmt_range(k, fit)} |"
+                   f" {_pinned(k, fit)} |")
+    loose = [k for k, r in fit.ranges.items() if not r[3]]
+    if loose:
+        out += ["", f"The data cannot pin: {', '.join(loose)} (see the range column)."]
     out += ["", "## Error against the measurement (simulated / measured - 1)", "",
             "| metric | measured ms | before | after |", "|---|---:|---:|---:|"]
     for r in error_table(fit, measured):
@@ -177,6 +195,7 @@ def run(args) -> dict:
     doc = {"name": args.name, "data": {"path": display(m.path), "sha256": m.sha256, "format": m.format,
                                        "requests": len(m), "workload": m.workload, "notes": m.notes},
            "deployment": deployment, "params": fit.params, "start": fit.start,
+           "ranges_95": {k: {"low": r[1], "high": r[2], "identifiable": r[3]} for k, r in fit.ranges.items()},
            "errors_before": {_key(k): v for k, v in fit.errors_before.items()},
            "errors_after": {_key(k): v for k, v in fit.errors_after.items()},
            "measured_ms": {_key(k): v for k, v in measured.items()},

@@ -512,8 +512,11 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
                     polish: int = 0):
     """One calibration for all expressible rows: least_squares (soft-L1, f_scale 0.1) on the log
     of predicted / measured, each metric weighted to the same total; returns (params, scipy
-    result). Efficiencies move in log space, the overheads in ms (per token: in 10 us)."""
-    from scipy.optimize import least_squares
+    result, which also carries ``fit``: the ``engine.calibration.solve`` result with each
+    coordinate's 95 % range and identifiability). Efficiencies move in log space, the overheads in
+    ms (per token: in 10 us). The least squares is the project's one fitter
+    (``engine.calibration.solve.least_squares_fit``, the one ``simllm-calibrate`` uses)."""
+    from engine.calibration.solve import least_squares_fit
 
     # MLPerf server rows are a bisection on the rate (a step function of the parameters, and a
     # dozen DES runs each): evaluated and reported, not fitted
@@ -553,8 +556,10 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
             c0 = next(c for c in use if c.framework == k.split(".")[1])
             start[k] = runner.specs(c0)[0].framework.step_overhead_s or 0.5e-3
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
-    sol = least_squares(resid, u0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=0.01,
-                        max_nfev=max_nfev)
+    fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.1, diff_step=0.01,
+                            max_nfev=max_nfev)
+    sol = fit.sol
+    sol.fit = fit
     if polish:
         # the reported figure is the median |error| per metric: polish on the mean of the three
         # medians (piecewise in the parameters, so Nelder-Mead), from the least-squares solution
