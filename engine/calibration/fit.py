@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.calibration.measurements import Measurement, itl_quantiles_ms, request_stream
-from engine.calibration.solve import least_squares_fit
+from engine.calibration.solve import confidence, fd_jacobian, least_squares_fit
 from engine.spec import NoiseSpec, Specs
 
 STAGE1 = ("compute_efficiency", "memory_bandwidth_efficiency", "step_overhead_s")
@@ -146,6 +146,59 @@ def _dec1(u, p):
 MEDIAN_BINS = 4
 
 
+def _binned_medians(prob: Problem):
+    """A function (simulated table -> log ratios simulated / measured of the p50 TTFT and TPOT
+    in each prompt-length quartile of the measured stream; bins of fewer than 5 requests left out)."""
+    prompt = prob.stream.prompt
+    edges = np.quantile(prompt, np.linspace(0, 1, MEDIAN_BINS + 1)[1:-1])
+    b = np.digitize(prompt, edges)
+    bins = [b == i for i in range(MEDIAN_BINS) if (b == i).sum() >= 5]
+    meas = [(np.nanmedian(prob.meas_ttft[k]), np.nanmedian(prob.meas_tpot[k])) for k in bins]
+
+    def resid(t):
+        st = t["ttft_ms"].to_numpy().astype(float)
+        sp = t["tpot_ms"].to_numpy().astype(float)
+        out = [np.log(np.nanmedian(x[k]) / m[j]) for k, m in zip(bins, meas)
+               for j, x in enumerate((st, sp))]
+        return np.nan_to_num(np.array(out), nan=5.0, posinf=5.0, neginf=-5.0)
+    return resid
+
+
+def joint_ranges(prob: Problem, p: dict, floor: float = 0.03) -> dict:
+    """95 % ranges of all six parameters from one joint Jacobian at the final ``p`` (tail on):
+    residuals are the binned p50s of ``stage1_medians`` and the LOADED_STAGE2_TARGETS, each log
+    ratio divided by its standard error (``log_quantile_se``, floor ``floor``; the binned p50s by
+    ``floor``), central differences of +-0.1 (log efficiencies), +-0.3 ms and +-0.3 (log tail).
+
+    Why joint: each stage's own range is conditional on the other stage's parameters held. On
+    loaded data without ITLs the jumps' mean stall (lambda J per busy second) and the bandwidth
+    efficiency both lengthen the decode step, so a wrong tail shows up as a biased efficiency
+    whose stage-1 range is narrow; the joint covariance carries that trade-off into both ranges.
+    13 extra simulations."""
+    binned = _binned_medians(prob)
+    keys = [k for k in LOADED_STAGE2_TARGETS if np.isfinite(prob.target(k)) and prob.target(k) > 0]
+    meas = np.array([prob.target(k) for k in keys])
+    weight = 1.0 / np.array([log_quantile_se(prob, k, floor) for k in keys])
+
+    def resid(u):
+        sim = prob.simulate(_dec2(u[3:], _dec1(u[:3], p)))
+        q = prob.quantiles(sim, keys)
+        r2 = weight * np.log(np.array([q[k] for k in keys]) / meas)
+        return np.concatenate([binned(sim.result.table) / floor,
+                               np.nan_to_num(r2, nan=50.0, posinf=50.0, neginf=-50.0)])
+
+    lo = np.concatenate([[np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
+                          BOUNDS["step_overhead_s"][0] * 1e3], np.log([BOUNDS[k][0] for k in STAGE2])])
+    hi = np.concatenate([[0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3], np.log([BOUNDS[k][1] for k in STAGE2])])
+    u = np.clip(np.concatenate([_enc1(p), _enc2(p)]), lo, hi)
+    r0 = resid(u)
+    jac = fd_jacobian(resid, u, lo, hi, np.array([0.1, 0.1, 0.3, 0.3, 0.3, 0.3]))
+    sigma, lo95, hi95, ident = confidence(jac, 0.5 * float(np.sum(r0 ** 2)), lo, hi, u,
+                                          np.concatenate([_PIN1(u[:3]), _PIN2]))
+    return {k: (_decode(k, u[i]), _decode(k, lo95[i]), _decode(k, hi95[i]), bool(ident[i]))
+            for i, k in enumerate(PARAMS)}
+
+
 def stage1_medians(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 80) -> tuple[dict, object]:
     """Stage 1 for loaded serving data without an ITL column: fit STAGE1 to the p50s of TTFT and
     of TPOT within each prompt-length quartile (log ratios simulated / measured; 8 residuals for
@@ -159,20 +212,12 @@ def stage1_medians(prob: Problem, p0: dict, noise: bool = False, max_nfev: int =
     (jitter is median-preserving, jumps touch few requests' TTFT), the bins keep TTFT's slope
     against prompt length (compute efficiency vs the constant per-step overhead) and TPOT gives
     the bandwidth. Nelder-Mead (simplex steps of 0.15 in log efficiency, 0.3 ms) steps over the
-    batching noise; the ranges come from central differences of 5 % at the solution."""
-    prompt = prob.stream.prompt
-    edges = np.quantile(prompt, np.linspace(0, 1, MEDIAN_BINS + 1)[1:-1])
-    b = np.digitize(prompt, edges)
-    bins = [b == i for i in range(MEDIAN_BINS) if (b == i).sum() >= 5]
-    meas = [(np.nanmedian(prob.meas_ttft[k]), np.nanmedian(prob.meas_tpot[k])) for k in bins]
+    batching noise; the ranges come from central differences of +-10 % (efficiencies) and
+    +-0.3 ms (overhead) at the solution, wide enough to measure the trend, not the batching noise."""
+    binned = _binned_medians(prob)
 
     def resid(u):
-        t = prob.simulate(_dec1(u, p0), noise).result.table
-        st = t["ttft_ms"].to_numpy().astype(float)
-        sp = t["tpot_ms"].to_numpy().astype(float)
-        out = [np.log(np.nanmedian(x[k]) / m[j]) for k, m in zip(bins, meas)
-               for j, x in enumerate((st, sp))]
-        return np.nan_to_num(np.array(out), nan=5.0, posinf=5.0, neginf=-5.0)
+        return binned(prob.simulate(_dec1(u, p0), noise).result.table)
 
     lo = np.array([np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
                    BOUNDS["step_overhead_s"][0] * 1e3])
@@ -180,7 +225,7 @@ def stage1_medians(prob: Problem, p0: dict, noise: bool = False, max_nfev: int =
     u0 = np.clip(_enc1(p0), lo + 1e-9, hi - 1e-9)
     fit = least_squares_fit(resid, STAGE1, lo, hi, u0, method="nelder-mead",
                             simplex_step=np.array([0.15, 0.15, 0.3]), xatol=0.005, fatol=1e-5,
-                            max_nfev=max_nfev, diff_step=np.array([0.05, 0.05, 0.1]), max_halfwidth=_PIN1)
+                            max_nfev=max_nfev, diff_step=np.array([0.1, 0.1, 0.3]), max_halfwidth=_PIN1)
     return _dec1(fit.x, p0), fit
 
 
@@ -342,9 +387,11 @@ def stage2(prob: Problem, p0: dict, max_nfev: int = 60, closed_form_start: bool 
 
     # Nelder-Mead: the percentiles of a finite sample move in small steps as the jump count
     # changes, which misleads finite-difference gradients; a simplex of +-15 % steps does not.
-    # The ranges come from central differences of 5 % (in log) at the solution.
+    # The ranges come from central differences of +-0.3 in log at the solution: a finite sample's
+    # percentiles are a step function, so a small step measures the steps (steep, noisy slopes
+    # and overconfident ranges), a wide one the trend.
     fit = least_squares_fit(resid, STAGE2, lo, hi, u0, method="nelder-mead", simplex_step=simplex_step,
-                            xatol=0.01, fatol=1e-3, max_nfev=max_nfev, diff_step=0.05,
+                            xatol=0.01, fatol=1e-3, max_nfev=max_nfev, diff_step=0.3,
                             max_halfwidth=_PIN2)
     return _dec2(fit.x, p0), fit
 
@@ -427,7 +474,8 @@ def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, roun
     diag = diagnose(prob, p, p0, after)
     return FitResult(params=p, start=p0, errors_before=before, errors_after=after,
                      errors_after_stage1=after1, diagnosis=diag, history=history,
-                     simulations=prob.calls, ranges={**s1.ranges(_decode), **s2.ranges(_decode)})
+                     simulations=prob.calls,
+                     ranges=joint_ranges(prob, p) if medians else {**s1.ranges(_decode), **s2.ranges(_decode)})
 
 
 def _decode(name: str, u: float) -> float:

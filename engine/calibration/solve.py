@@ -89,7 +89,7 @@ def confidence(jac: np.ndarray, cost: float, lo, hi, x, max_halfwidth=None, rcon
     return sigma, np.clip(x - half, lo, hi), np.clip(x + half, lo, hi), ident
 
 
-def _fd_jacobian(residuals, x, lo, hi, step) -> np.ndarray:
+def fd_jacobian(residuals, x, lo, hi, step) -> np.ndarray:
     """Central differences of ``residuals`` at ``x`` (one-sided at a bound), step per coordinate."""
     step = np.broadcast_to(np.asarray(step, dtype=float), x.shape)
     r0 = np.asarray(residuals(x), dtype=float)
@@ -144,7 +144,7 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
         x = np.clip(sol.x, lo, hi)
         sol.cost = sol.fun
         cost, nfev = float(sol.fun), int(sol.nfev)
-        jac = _fd_jacobian(residuals, x, lo, hi, 0.05 if diff_step is None else diff_step)
+        jac = fd_jacobian(residuals, x, lo, hi, 0.05 if diff_step is None else diff_step)
         nfev += 2 * x.size + 1
     else:
         raise ValueError(f"method {method!r}: trf or nelder-mead")
@@ -153,4 +153,4 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
                        identifiable=ident, cost=cost, nfev=nfev, jac=jac, sol=sol)
 
 
-__all__ = ["least_squares_fit", "confidence", "SolveResult", "Z95"]
+__all__ = ["least_squares_fit", "confidence", "fd_jacobian", "SolveResult", "Z95"]
