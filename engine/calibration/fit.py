@@ -19,6 +19,20 @@ Stage 1 in the first round fits the ITL p50 (the regular step: jitter is median-
 touch a few per cent of the iterations) instead of TPOT; stage 2 starts from a closed-form
 (method-of-moments) estimate of the tail and weights each percentile by its sampling error.
 
+Loaded data without an ITL column (a Poisson or closed-loop run) take another path: stage 1 fits
+the p50s of TTFT and TPOT per prompt-length quartile (``stage1_medians``; per-request residuals
+under load are batching noise to a finite difference), the tail held at zero in the first round;
+stage 2 then fits the TPOT percentiles and TTFT p50/p90 from the held start with a wide simplex;
+round 2 repeats both with the tail on. The reported ranges there come from one joint Jacobian
+of all six parameters (``joint_ranges``), so the trade-off between the jumps' mean stall and the
+bandwidth efficiency shows in both. On such data the tail terms and often the step overhead are
+flagged as not pinned: the round trips (tests/calibration/test_roundtrip.py) recover the
+efficiencies within 10 % and the tail only from ITLs.
+
+Every stage solves through ``engine.calibration.solve.least_squares_fit`` (the project's one
+fitter, shared with ``simllm-validate --fit``), which also returns each parameter's 95 % range
+(``FitResult.ranges``) and whether the data pin it.
+
 Optimisers (scipy.optimize, no grid): stage 1 least_squares (trust-region reflective, soft-L1
 loss, bounds in log space); stage 2 Nelder-Mead on log parameters (finite-sample percentiles move
 in small steps as jump counts change, which misleads finite-difference gradients). Simulations use
