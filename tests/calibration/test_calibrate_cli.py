@@ -52,7 +52,11 @@ def test_cli_writes_calibration_and_mlflow_run(measured_csv, tmp_path, mlflow_ur
     noise = yaml.safe_load((tmp_path / "conf" / "calibration" / "noise" / "fitted_test.yaml").read_text())
     OmegaConf.merge(OmegaConf.structured(NoiseSchema), noise)
     report = next((tmp_path / "out").glob("fitted_test-*")) / "report.md"
-    assert "Diagnosis" in report.read_text()
+    text = report.read_text()
+    assert "Diagnosis" in text
+    # every fitted parameter printed with its 95 % range and whether the data pin it
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and " .. " in ln]
+    assert len(rows) == 6 and all(ln.rstrip().endswith(("| yes |", "| **not pinned** |")) for ln in rows)
 
     from mlflow.tracking import MlflowClient
 
