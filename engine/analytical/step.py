@@ -43,6 +43,7 @@ dense matmuls, LM head, routed experts and TP/EP collectives are then tabulated 
 pass's tokens (``KernelPass``) instead of the roofline constants.
 """
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,7 +183,6 @@ class StepModel:
         if np.ndim(T) == 0 and np.ndim(Bd) == 0:
             if T != Bd or T > g[-1] or T <= 0:
                 return T
-            import bisect
             return float(g[bisect.bisect_left(g, T)])
         sizes = np.asarray(g, dtype=float)
         Tt = np.asarray(T, dtype=float)
