@@ -50,6 +50,7 @@ PARAMS = {
     "scaleout_latency": ("scaleout_latency", "latency"),
     "devices_per_node": ("devices_per_node", "count"),
     "tdp": ("tdp", "power"),
+    "host_bandwidth": ("host_bandwidth", "bandwidth"),
     "hbm_stacks": (None, "count"),
     "dies": (None, "count"),
     # informational rows of collected spec tables: checked for units, not used by the engine
@@ -75,6 +76,9 @@ ALIASES = {
     "nic_bandwidth": ("scaleout_bandwidth", None, None),
     "scaleup_domain_size": ("devices_per_node", None, None),
     "power": ("tdp", None, None),
+    "pcie_bandwidth": ("host_bandwidth", None, None),
+    "host_bw_per_direction": ("host_bandwidth", None, "per_direction"),
+    "host_bw_bidirectional": ("host_bandwidth", None, "bidirectional"),
     "hbm_count": ("hbm_stacks", None, None),
 }
 PEAK_RE = re.compile(r"^(?:peak|compute)_(?:tflops_|tops_)?(bf16|fp16|fp8|int8|fp4|tf32)(?:_tflops|_tops|_pflops)?$")
@@ -92,7 +96,7 @@ REQUIRED_FIELDS = tuple(k for k, (f, md) in FIELDS.items()
 FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
                "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
                "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
-               "devices_per_node", "tdp", "kernel_tables")
+               "devices_per_node", "tdp", "host_bandwidth", "price_per_hour", "kernel_tables")
 assert set(FIELD_ORDER) == set(FIELDS), "FIELD_ORDER must list every HardwareSpec config key"
 
 

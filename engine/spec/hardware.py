@@ -40,6 +40,12 @@ class HardwareSpec:
     scaleout_latency_s: float = param(0.0, key="scaleout_latency", unit="us", zero=True, range=(0.0, 1e-2))
     devices_per_node: int = param(1, range=(1, 1e6))
     tdp_w: float | None = param(None, key="tdp", unit="W", range=(1.0, 1e5))
+    #: Host link per direction (PCIe, NVLink-C2C) between this device and its host DRAM: the path
+    #: KV blocks take when offloaded to / fetched from a host tier. None = not given.
+    host_bandwidth_bytes_s: float | None = param(None, key="host_bandwidth", unit="GB/s", range=(1e9, 10e12))
+    #: Price of one device for one hour in USD (cloud list price or amortised cost); None = not
+    #: given. Not a spec-sheet figure: set it in the YAML or on the command line.
+    price_per_hour: float | None = param(None, range=(0.0, 1e4))
     #: Which measured per-kernel tables (engine/cost/data) describe this chip, e.g. "h100_sxm";
     #: "" = none (the cost model then transfers curves learned on the measured chips).
     kernel_tables: str = ""
@@ -73,6 +79,9 @@ class HardwareSpec:
         non_negative(g, "scaleout_latency", self.scaleout_latency_s, unit="s")
         positive_int(g, "devices_per_node", self.devices_per_node)
         positive(g, "tdp", self.tdp_w, allow_none=True, unit="W")
+        positive(g, "host_bandwidth", self.host_bandwidth_bytes_s, allow_none=True, unit="bytes/s")
+        if self.price_per_hour is not None:
+            non_negative(g, "price_per_hour", self.price_per_hour, unit="USD per device-hour")
         if not isinstance(self.kernel_tables, str):
             raise SpecError(f"{g}.kernel_tables", self.kernel_tables,
                             'a string naming a kernel-table set (e.g. "h100_sxm"), or "" for none')
