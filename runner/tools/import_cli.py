@@ -5,6 +5,7 @@
     simllm-import hfconfig path/to/config.json --name qwen3_32b             # -> conf/model/qwen3_32b.yaml
     simllm-import simple study.yaml --name jalapeno_simple                  # -> conf/hardware + conf/model
     simllm-import hbm --stacks 5 --bus-width 1024 --gbps-per-pin 5.2        # HBM bandwidth from the interface
+    simllm-import hbm --generation hbm4 --stacks 8 --write-sheet jalapeno   # ... into the sheet + its YAML
 
 The work is done by ``engine.ingest``; this module reads arguments, writes files and turns errors
 into one line on stderr and exit status 2.
@@ -38,12 +39,14 @@ def _write(path: Path, text: str, force: bool) -> None:
 
 
 def hwcsv_text(csv_path: Path, name: str, description: str | None = None,
-               sparse_factor: float | None = None, device: str | None = None) -> str:
+               sparse_factor: float | None = None, device: str | None = None,
+               text: str | None = None) -> str:
     """The YAML text ``simllm-import hwcsv CSV --name NAME`` writes (used by the regeneration test)."""
     from engine.ingest.hwcsv import read_sheet
 
     sheet = read_sheet(_rel(csv_path), name, description=description, sparse_to_dense=sparse_factor,
-                       text=Path(csv_path).read_text(encoding="utf-8"), device=device)
+                       text=Path(csv_path).read_text(encoding="utf-8") if text is None else text,
+                       device=device)
     sheet.hardware_spec()                # the engine's own checks, before anything is written
     return sheet.yaml_text(f"simllm-import hwcsv {_rel(csv_path)} --name {name}")
 
@@ -72,6 +75,8 @@ def _cmd_hfconfig(a) -> None:
 def _cmd_hbm(a) -> None:
     from engine.ingest import dram
 
+    sheet = _sheet_path(a.write_sheet) if a.write_sheet else None   # a bad path fails first
+
     if a.area_mm2 is not None:
         if a.bump_pitch_um is None or a.data_fraction is None or a.gbps_per_pin is None:
             raise ValueError("the area form needs --area-mm2, --bump-pitch-um, --data-fraction and --gbps-per-pin")
@@ -89,6 +94,52 @@ def _cmd_hbm(a) -> None:
         print(step)
     print(f"hbm_bandwidth = {d.tb_s:.4g} TB/s")
     print("sheet row:", d.sheet_row(a.source or ""))
+    if sheet is not None:
+        name = a.name or sheet.stem
+        text = write_hbm_row(sheet, d.sheet_row(a.source or ""))
+        yaml_text = hwcsv_text(sheet, name, text=text)   # the engine's checks pass before anything is written
+        sheet.write_text(text, encoding="utf-8")
+        print(f"wrote {_rel(sheet)} (hbm_bandwidth row replaced by the derivation)")
+        _write(Path(a.out) if a.out else CONF / "hardware" / f"{name}.yaml", yaml_text, True)
+
+
+def _sheet_path(arg: str) -> Path:
+    """A sheet given as a path or as a hardware name (conf/hardware/sheets/NAME.csv)."""
+    p = Path(arg)
+    if not p.suffix:
+        p = SHEETS / f"{arg}.csv"
+    if not p.is_file():
+        raise FileNotFoundError(f"--write-sheet {arg}: no spec sheet at {_rel(p)}")
+    return p
+
+
+def write_hbm_row(sheet: Path, row: str) -> str:
+    """The sheet's text with every ``hbm_bandwidth`` row replaced by ``row`` (a per-device row as
+    ``Derivation.sheet_row`` gives it: param,value,unit,precision,source), or the row appended when
+    the sheet has none. Columns after ``source`` are left empty (per device, not a rack total)."""
+    import csv
+    import io
+
+    lines = sheet.read_text(encoding="utf-8").splitlines()
+    head = next(csv.reader(io.StringIO(lines[0]))) if lines else []
+    if "param" not in head:
+        raise ValueError(f"{_rel(sheet)}: expected a spec sheet with a header row naming 'param'")
+    ip = head.index("param")
+    new = next(csv.reader(io.StringIO(row)))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(new + [""] * (len(head) - len(new)))
+    out, done = [], False
+    for line in lines:                  # other rows stay byte for byte
+        cells = next(csv.reader(io.StringIO(line)), [])
+        if len(cells) > ip and cells[ip].strip() == "hbm_bandwidth":
+            if not done:
+                out.append(buf.getvalue())
+                done = True
+            continue
+        out.append(line)
+    if not done:
+        out.append(buf.getvalue())
+    return "\n".join(out) + "\n"
 
 
 def reference_models(conf: Path = CONF) -> dict:
@@ -168,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--data-fraction", type=float, help="area form: fraction of bumps that carry data")
     b.add_argument("--grid", choices=("square", "hex"), default="square", help="area form: bump grid")
     b.add_argument("--source", help="where the pin rate comes from (goes into the sheet row)")
+    b.add_argument("--write-sheet", metavar="SHEET",
+                   help="write the derived bandwidth into this spec sheet (a path, or a name under "
+                        "conf/hardware/sheets/) and regenerate its conf/hardware YAML")
+    b.add_argument("--name", help="with --write-sheet: the hardware option to regenerate (default: the sheet's stem)")
+    b.add_argument("--out", help="with --write-sheet: the YAML path (default conf/hardware/NAME.yaml)")
     b.set_defaults(func=_cmd_hbm)
     return p
 
