@@ -26,7 +26,7 @@ from engine.des.replica import Replica
 from engine.des.state import State
 from engine.des.workload import apply_clients
 
-END, ARRIVE, PLAN, HANDOFF = 0, 1, 2, 3
+END, ARRIVE, PLAN, HANDOFF, EXPIRE, TICK = 0, 1, 2, 3, 4, 5
 
 
 #: router name -> pick(router, request id) -> Replica (a new router is one function + @register_router)
@@ -70,7 +70,7 @@ class Router:
 
     def __init__(self, kind: str, replicas: list[Replica], st: State):
         self.kind, self.replicas, self.st = kind, replicas, st
-        self._pick = ROUTERS[kind]
+        self._pick = ROUTERS.get(kind)     # "weighted" routes through engine.des.fleet
         self._rr = -1
 
     def pick(self, rid: int) -> Replica:
@@ -85,7 +85,7 @@ class Loop:
     def __init__(self, st: State, replicas: list[Replica], router: Router, *, users: int,
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
                  block_size: int, bucket=None, progress=None, decode_router=None,
-                 handoff_s=None):
+                 handoff_s=None, fleet=None):
         self.st, self.replicas, self.router = st, replicas, router
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
@@ -94,6 +94,7 @@ class Loop:
         self.decode_router = decode_router      # disaggregated: routes hand-offs to decode replicas
         self.handoff_s = handoff_s              # prompt tokens -> KV hand-off time [s]
         self.heap: list = []
+        self.fleet = fleet              # engine.des.fleet.Fleet (cluster features) or None
         self._seq = 0
         self.n_sys = 0                  # requests arrived and not finished (Little's law)
         self.area = 0.0
@@ -105,8 +106,13 @@ class Loop:
         self.des = replicas[0].spec if replicas else None
         self._think_exp = self.des is not None and self.des.think_time_dist == "exponential"
         self._rng = apply_clients(st, self.des, users) if self.des is not None else None
+        # client round trip: half on the way in (with the request overhead), half on the way out
+        self._rtt_half = self.des.client_rtt_ms * 5e-4 if self.des is not None else 0.0
+        self.oh += self._rtt_half
 
     def _push(self, t, prio, kind, rep=None, version=0):
+        if kind == ARRIVE and self.fleet is not None:
+            self.fleet.pending += 1
         self._seq += 1
         heapq.heappush(self.heap, (t, prio, self._seq, kind, rep, version))
 
@@ -123,6 +129,13 @@ class Loop:
         else:
             arr = (st.arrival + self.oh).tolist()
             n_open = st.n
+        ids = None
+        if self.fleet is not None:
+            ids = self._fleet_start(arr)
+            if ids is not None:
+                arr = (st.arrival[ids] + self.oh).tolist()
+                n_open = len(ids)
+                ids = ids.tolist()
         self._tokens = self.bucket[1] if self.bucket else 0.0
         self._t_bucket = 0.0
         ptr = 0
@@ -136,7 +149,7 @@ class Loop:
                 t = nxt
                 self.area += self.n_sys * (t - self.t_prev)
                 self.t_prev = t
-                self._arrive(ptr, t)
+                self._arrive(ptr if ids is None else ids[ptr], t)
                 ptr += 1
                 continue
             if not heap:
@@ -166,16 +179,22 @@ class Loop:
                     rep.plan_pending = True
                     self._push(t, 2, PLAN, rep)
             elif kind == ARRIVE:
+                if self.fleet is not None:
+                    self.fleet.pending -= 1
                 self._arrive(rep, t)
             elif kind == HANDOFF:
                 dec = self.decode_router.pick(rep)
                 st.replica[rep] = dec.idx
                 self._enqueue(dec, rep, t)
-            else:
+            elif kind == PLAN:
                 end = rep.plan(t)
                 if end is not None:
                     rep.version += 1
                     self._push(end, 0, END, rep, rep.version)
+            else:
+                self._fleet_event(kind, rep, t)
+        if self.fleet is not None:
+            self.fleet.close(t)
         if self.progress is not None:
             self.progress.close()
         self._set_window()
@@ -203,6 +222,66 @@ class Loop:
         if self.users:
             for _ in rids:
                 self._next_user(t)
+        if self.fleet is not None:
+            for rid in rids:
+                self.fleet.finished(rid)
+                self._next_turn(rid, t)
+
+    # ------------------------------------------------ cluster features (engine.des.fleet)
+    def _fleet_start(self, arr):
+        """Periodic events and, with sessions, the open-loop ids (first turns, by arrival)."""
+        f, d, st = self.fleet, self.des, self.st
+        ids = None
+        if st.next_turn is not None and not self.users:
+            first = np.flatnonzero(np.isfinite(st.arrival))
+            ids = first[np.argsort(st.arrival[first], kind="stable")]
+        fin = st.arrival[np.isfinite(st.arrival)]
+        f.t_last_open = float(fin.max()) + self.oh if fin.size else 0.0
+        if d.timeseries_s > 0:
+            self._push(d.timeseries_s, 3, TICK, "sample")
+        if d.autoscale != "none":
+            self._push(d.autoscale_interval_s, 3, TICK, "scale")
+        return ids
+
+    def _fleet_event(self, kind, tag, t):
+        f, d = self.fleet, self.des
+        if kind == EXPIRE:
+            rep = f.expire(tag, t)
+            if rep is not None:
+                self.n_sys -= 1
+                if self.progress is not None:
+                    self.progress.update(1)
+                if rep.run is None and not rep.plan_pending and rep.waiting:
+                    rep.plan_pending = True
+                    self._push(t, 2, PLAN, rep)
+                self._next_turn(tag, t)
+            return
+        if tag == "ready":
+            f.ready(t)
+            return
+        if not f.live(self, t):
+            return
+        if tag == "sample":
+            f.sample(self, t)
+            self._push(t + d.timeseries_s, 3, TICK, "sample")
+        else:
+            when = f.scale(t)
+            if when is not None:
+                self._push(when, 1, TICK, "ready")
+            self._push(t + d.autoscale_interval_s, 3, TICK, "scale")
+
+    def _next_turn(self, rid, t):
+        """Session: send the next turn of ``rid``'s session after the client sees the answer
+        (half the round trip) and thinks."""
+        st = self.st
+        if st.next_turn is None:
+            return
+        nxt = int(st.next_turn[rid])
+        if nxt < 0:
+            return
+        a = t + self._rtt_half + float(st.think_s[nxt])
+        st.arrival[nxt] = a
+        self._push(a + self.oh, 1, ARRIVE, nxt)
 
     def _next_user(self, t):
         if self.next_closed < self.st.n:
@@ -218,6 +297,8 @@ class Loop:
             self.progress.update(1)
         if self.users:
             self._next_user(t)
+        if self.fleet is not None:
+            self._next_turn(rid, t)
 
     def _arrive(self, rid, t):
         st = self.st
@@ -232,6 +313,16 @@ class Loop:
                 self.rejected_bucket += 1
                 return self._reject(rid, t)
             self._tokens -= 1.0
+        fleet = self.fleet
+        if fleet is not None:
+            if fleet.admit(rid, t) is not None:
+                return self._reject(rid, t)
+            self.n_sys += 1
+            rep = fleet.route(rid, t)
+            st.replica[rid] = rep.idx
+            if self.des.timeout_s > 0:
+                self._push(max(t, st.arrival[rid] + self.des.timeout_s), 2, EXPIRE, rid)
+            return self._enqueue(rep, rid, t)
         self.n_sys += 1
         rep = self.router.pick(rid)
         st.replica[rid] = rep.idx

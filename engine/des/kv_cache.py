@@ -48,6 +48,8 @@ def kv_capacity(specs: Specs, block_size: int, max_batched_tokens: int, max_seqs
 class PrefixCache:
     """Prefix blocks by hash: pinned (in use, refcounted) or unpinned (LRU, evictable)."""
 
+    tiered = False     # engine.des.tiers.TieredPrefixCache: lower tiers behind this one
+
     def __init__(self, pages_per_entry: int):
         self.pages_per_entry = pages_per_entry
         self.lru: OrderedDict = OrderedDict()   # hash -> None, oldest first, unpinned

@@ -129,3 +129,109 @@ def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: floa
         prefix_hit_rate=st.hit_tokens / st.lookup_tokens if st.lookup_tokens else 0.0,
     )
     return s
+
+
+# ------------------------------------------------ cluster features (DesSpec.cluster_features)
+def class_slos(des, c: int) -> tuple[float, float]:
+    """(TTFT, TPOT) SLO [ms] of priority class ``c``: class_slo_*_ms[c], else slo_*_ms."""
+    t = des.class_slo_ttft_ms[c] if c < len(des.class_slo_ttft_ms) else des.slo_ttft_ms
+    p = des.class_slo_tpot_ms[c] if c < len(des.class_slo_tpot_ms) else des.slo_tpot_ms
+    return float(t), float(p)
+
+
+def slo_ok(st: State, table: pl.DataFrame, des) -> np.ndarray:
+    """Per request: completed and within its class's TTFT and TPOT SLOs (a rejected, shed or
+    cancelled request never is)."""
+    ttft = table["ttft_ms"].to_numpy()
+    tpot = table["tpot_ms"].to_numpy()
+    pri = st.priority.astype(np.int64)
+    classes = np.unique(pri)
+    lim_t = np.empty(st.n)
+    lim_p = np.empty(st.n)
+    for c in classes:
+        lim_t[pri == c], lim_p[pri == c] = class_slos(des, int(c))
+    with np.errstate(invalid="ignore"):
+        return (np.isfinite(st.completion) & (ttft <= lim_t)
+                & ((st.output <= 1) | (tpot <= lim_p)))
+
+
+def jain_index(x) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = equal shares, 1/n = one takes all."""
+    x = np.asarray([v for v in x if np.isfinite(v)], dtype=np.float64)
+    if not x.size or not (x ** 2).sum():
+        return float("nan")
+    return float(x.sum() ** 2 / (x.size * (x ** 2).sum()))
+
+
+def priority_inversions(st: State) -> int:
+    """Admissions of a lower-priority request (larger class number) while a higher-priority one
+    was waiting at the same replica: for each low request L admitted at s_L, the high requests H
+    there with arrival < s_L and first admission > s_L (or never) = #H{arrival < s_L} -
+    #H{admitted <= s_L} (admission follows arrival). Summed over L (pairs), over class pairs
+    (c_hi < c_lo), over replicas."""
+    pri, rep = st.priority.astype(np.int64), st.replica
+    total = 0
+    sched = st.scheduled
+    for r in np.unique(rep[rep >= 0]):
+        on = rep == r
+        classes = np.unique(pri[on])
+        for i, hi in enumerate(classes):
+            h = on & (pri == hi)
+            arr_h = np.sort(st.arrival[h])
+            sch_h = np.sort(np.where(np.isfinite(sched[h]), sched[h], np.inf))
+            for lo in classes[i + 1:]:
+                s_l = sched[on & (pri == lo)]
+                s_l = s_l[np.isfinite(s_l)]
+                total += int((np.searchsorted(arr_h, s_l, side="left")
+                              - np.searchsorted(sch_h, s_l, side="right")).clip(0).sum())
+    return total
+
+
+def class_summary(st: State, table: pl.DataFrame, des, ok: np.ndarray) -> dict:
+    """Per priority class c: ``class<c>_`` TTFT/TPOT/E2E p50/p99, goodput_rps, slo_attainment
+    and requests; ``fairness_jain`` over the classes' SLO attainment; ``priority_inversions``."""
+    out: dict = {}
+    pri = st.priority.astype(np.int64)
+    done = _measured(st)
+    t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
+    t1 = float(np.nanmax(st.completion)) if done.any() else t0
+    span = t1 - t0
+    att = []
+    for c in np.unique(pri):
+        m = pri == c
+        for col in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            v = table[col].to_numpy()[m & done]
+            v = v[np.isfinite(v)]
+            for label, q in (("p50", 50.0), ("p99", 99.0)):
+                out[f"class{c}_{col}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
+        a = float(ok[m].sum()) / int(m.sum())
+        att.append(a)
+        out[f"class{c}_requests"] = int(m.sum())
+        out[f"class{c}_slo_attainment"] = a
+        out[f"class{c}_goodput_rps"] = float(ok[m].sum()) / span if span > 0 else float("nan")
+    out["fairness_jain"] = jain_index(att)
+    out["slo_attainment_classes"] = float(ok.sum()) / st.n if st.n else float("nan")
+    out["priority_inversions"] = priority_inversions(st)
+    return out
+
+
+def saturation_time(ts: pl.DataFrame) -> float:
+    """When the queues start to grow without bound, from the time series (NaN if they do not):
+    the waiting queue at the last window with arrivals exceeds 10 x the active replicas and the
+    queue over the windows after its last (near-)empty one (waiting <= active replicas) grows
+    (least-squares slope > 0); the answer is the end of that last near-empty window."""
+    arr = ts["arrivals_per_s"].to_numpy()
+    live = np.flatnonzero(arr > 0)
+    if not live.size:
+        return float("nan")
+    last = int(live[-1])
+    q = ts["waiting"].to_numpy()[:last + 1].astype(float)
+    act = np.maximum(ts["replicas_active"].to_numpy()[:last + 1], 1)
+    t = ts["t_s"].to_numpy()[:last + 1]
+    if q[-1] <= 10 * act[-1]:
+        return float("nan")
+    calm = np.flatnonzero(q <= act)
+    k = int(calm[-1]) if calm.size else 0
+    if last - k < 2 or np.polyfit(t[k:], q[k:], 1)[0] <= 0:
+        return float("nan")
+    return float(t[k])

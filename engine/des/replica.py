@@ -111,6 +111,9 @@ class Replica:
         self.timeline = [] if spec.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
+        #: cluster features: queue heads that did not fit the KV blocks while others waited
+        #: behind them (head-of-line blocking detector); None when off
+        self.hol: set | None = set() if spec.cluster_features else None
 
     # the pool's figures under the names the event loop and the summary read
     @property
@@ -171,15 +174,19 @@ class Replica:
         rid = self.waiting[0][3]
         prompt = int(st.prompt[rid])
         seq = prompt + int(st.emitted[rid])
+        extra = 0
         if st.kv_ready[rid]:
             pf, cached = 0, 0
         else:
             cached = 0
             if pc is not None and st.hashes is not None and len(st.hashes[rid]):
-                cached = pc.match(st.hashes[rid], min(seq - 1, prompt) // kv.bt) * kv.bt
+                nhit = pc.match(st.hashes[rid], min(seq - 1, prompt) // kv.bt)
+                cached = nhit * kv.bt
+                if nhit and pc.tiered:       # lower-tier hits need HBM pages to come back to
+                    extra = pc.lower(st.hashes[rid][:nhit])[0]
             pf = seq - cached
         reserve = self._reserve(prompt, int(st.output[rid]), cached, pf, seq)
-        if kv.avail() - (-(-reserve // self.bs)) < kv.wm:
+        if kv.avail() - (-(-reserve // self.bs)) - extra < kv.wm:
             return False
         return not (whole and pf > rem)
 
@@ -206,7 +213,17 @@ class Replica:
                 cached = nhit * kv.bt
                 pf = seq - cached
             need = -(-self._reserve(prompt, int(st.output[rid]), cached, pf, seq) // bs)
-            if kv.avail() - need < kv.wm:
+            low = None
+            if nhit and pc.tiered:
+                # prefix blocks in host/disk tiers: HBM pages to promote them, transfer time
+                low = pc.lower(hashes[:nhit])
+                if kv.avail() - need - low[0] < kv.wm:
+                    if self.hol is not None and len(self.waiting) > 1:
+                        self.hol.add(rid)
+                    break
+            elif kv.avail() - need < kv.wm:
+                if self.hol is not None and len(self.waiting) > 1:
+                    self.hol.add(rid)    # head-of-line: it blocks the requests queued behind
                 break
             rem = budget - used
             if not pf:
@@ -225,6 +242,13 @@ class Replica:
                 kv.swap_in(seq - 1)
             if nhit:
                 kv.pin(hashes[:nhit])
+            if low is not None:
+                kv.take(low[0])            # the promoted entries' pages (held by the cache)
+                kv.pending_s += low[1]
+                if st.scheduled[rid] != st.scheduled[rid]:
+                    pc.hit_entries["host"] += low[2]
+                    pc.hit_entries["disk"] += low[3]
+                    pc.hit_entries["hbm"] += nhit - low[2] - low[3]
             kv.take(need)
             s = self.n
             self.n += 1

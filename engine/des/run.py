@@ -14,8 +14,11 @@ import polars as pl
 
 from engine.analytical.step import StepModel
 from engine.des.cluster import Loop, Router, kv_time_average
+from engine.des.fleet import cache_factory, make_fleet, pool_size
+from engine.des.fleet import results as fleet_results
+from engine.des.sessions import transform
 from engine.des.config import DesSpec, deployment
-from engine.des.kv_cache import PrefixCache, kv_capacity
+from engine.des.kv_cache import kv_capacity
 from engine.des.metrics import request_table, summarize
 from engine.des.noise import make_noise
 from engine.des.replica import Replica
@@ -34,6 +37,9 @@ class DesRunResult(RunResult):
     iteration or decode run with its batch, prefill tokens, KV blocks used, running and waiting."""
 
     timeline: pl.DataFrame | None = None
+    #: cluster features (engine.des.fleet): name -> frame ("timeseries", "decisions", "regret"),
+    #: each written as <name>.parquet next to the table
+    frames: dict | None = None
 
 
 @dataclass
@@ -180,6 +186,16 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     return out
 
 
+def swap_s_per_token(specs: Specs, des: DesSpec) -> float:
+    """Seconds to move one token's KV between HBM and host memory (swap preemption): per device,
+    its shard of the token's KV (kv_bytes_per_token / kv_split) over its own host link at
+    ``des.swap_bandwidth_gb_s``."""
+    from engine.analytical import kvcache, memory
+    m, p = specs.model, specs.partition
+    shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
+    return memory.kv_bytes_per_token(m) / shard / (des.swap_bandwidth_gb_s * 1e9)
+
+
 def _progress(des: DesSpec, n: int):
     show = des.progress == "on" or (des.progress == "auto" and n >= 20000 and sys.stderr.isatty())
     if not show:
@@ -194,6 +210,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     (``des``, default ``specs.des``, its None settings from ``specs.framework``)."""
     specs, des = deployment(specs, des)
     stream = stream if stream is not None else build_stream(specs.workload)
+    if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.sessions)
+        stream = transform(stream, des)
     cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
     blocks = des.num_kv_blocks or cap.blocks
     n_rep = des.replicas or specs.partition.dp
@@ -207,18 +225,12 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     one, many = step_functions(sm, noise)
     st = State(stream)
     reps = []
-    for i in range(n_rep):
-        pc = None
-        if des.prefix_caching and stream.hashes is not None:
-            pc = PrefixCache(max(1, stream.block_tokens // des.block_size))
+    make_cache = cache_factory(specs, des, stream)     # HBM prefix cache, tiered with kv_*_gb
+    for i in range(pool_size(des, n_rep)):
+        pc = make_cache() if make_cache is not None else None
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
         if des.preemption == "swap":
-            # per device: its shard of each token's KV over its own host link
-            from engine.analytical import kvcache, memory
-            m, p = specs.model, specs.partition
-            shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
-            reps[-1].swap_s_per_token = (memory.kv_bytes_per_token(m) / shard
-                                         / (des.swap_bandwidth_gb_s * 1e9))
+            reps[-1].swap_s_per_token = swap_s_per_token(specs, des)
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
     router, decode_router, handoff = Router(des.router, reps, st), None, None
     if des.prefill_replicas:
@@ -233,8 +245,12 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                 think_time_s=stream.think_time_s,
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
-                bucket=bucket, progress=_progress(des, len(stream)))
+                bucket=bucket, progress=_progress(des, len(stream)),
+                fleet=make_fleet(specs, des, reps, n_rep, st, make_cache))
     t_end = loop.run() if blocks > 0 else 0.0
+    if des.client_rtt_ms:             # the client sees each token half a round trip later
+        st.first_token += loop._rtt_half
+        st.completion += loop._rtt_half
     table = request_table(st)
     s = summarize(st, table, devices=devices, slo_ttft_ms=des.slo_ttft_ms, slo_tpot_ms=des.slo_tpot_ms)
     kv_mean, batch_mean = kv_time_average(reps)
@@ -251,6 +267,12 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         mean_in_system=mean_in_sys, utilisation=float(sum(r.busy_s for r in reps) / (span * n_rep))
         if span > 0 else float("nan"),
     )
+    frames = None
+    if des.cluster_features:
+        extra, frames = fleet_results(loop.fleet, reps, st, table, des)
+        s.update(extra)
+        if loop.fleet is not None and s.get("replica_hours"):
+            s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))
@@ -264,7 +286,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         rows = [r for rep in reps for r in rep.timeline]
         timeline = pl.DataFrame(rows, schema=list(cols), orient="row")
     result = DesRunResult(summary=s, table=table,
-                          assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline)
+                          assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline,
+                          frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
 

@@ -32,6 +32,11 @@ class RequestStream:
     users: int = 0
     think_time_s: float = 0.0
     source: str = "synthetic"
+    #: multi-turn sessions (engine.des.sessions): next turn's request id (-1: last), think time
+    #: before each turn [s], session id; None without sessions
+    next_turn: np.ndarray | None = None
+    think_s: np.ndarray | None = None
+    session: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt)

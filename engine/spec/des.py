@@ -20,8 +20,10 @@ FROM_FRAMEWORK = ("scheduler", "max_num_seqs", "max_num_batched_tokens", "chunk_
                   "watermark", "preemption")
 QUEUE_POLICIES = ("fcfs", "priority", "sjf")
 ADMISSIONS = ("always", "token_bucket")
-ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity")
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "weighted")
 PROGRESS = ("auto", "on", "off")
+TRAFFIC_SHAPES = ("none", "diurnal", "spike", "ramp", "drain")
+AUTOSCALE = ("none", "utilisation", "queue")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,40 @@ class DesSpec:
         first arrival + warmup_s and, with exclude_drain, completing by the last arrival (after it
         the load drains); throughput counts the completions inside that window over its length.
         The per-request table keeps every request (column ``measured`` marks the window).
+
+    Cluster scale (engine.des.fleet, engine.des.tiers, engine.des.sessions; all off by default):
+    traffic_shape: none | diurnal (rate x 1 + a sin(2 pi (t - start) / period - pi/2), a from
+        traffic_peak_ratio = peak / trough) | spike (rate x peak_ratio during [start, start + len))
+        | ramp (rate rises linearly from 1/peak_ratio to 1 x over [start, start + len)) | drain
+        (rate falls linearly to 0 over [start, start + len), none after): the open-loop arrivals are
+        time-warped so the mean rate over the stream keeps its value;
+    session_turns: mean turns of a multi-turn session (geometric, >= 1; 0 = no sessions): the
+        stream's requests become session turns; turn j's prompt is the session so far (system
+        prompt, earlier messages and answers) plus the request's own prompt as the new message;
+        turn j + 1 is sent session_think_s (exponential mean) after turn j completes;
+        session_system_tokens: a system prompt all sessions share (prefix blocks shared);
+    reasoning_fraction / reasoning_output_scale: that share of requests (drawn from seed) has its
+        output length x the scale (reasoning-style long outputs);
+    max_model_len: prompt + output above it is rejected (0 = no guard); client_rtt_ms: network
+        round trip between client and gateway (half before the queue, half after each token);
+    timeout_s: a request not scheduled within this many seconds of its arrival is cancelled
+        (leaves the queue; counted in cancelled; 0 = never);
+    kv_host_gb / kv_disk_gb: per-replica host-DRAM and local-disk tiers below HBM for prefix-cache
+        blocks (LRU eviction down the tiers); kv_host_bandwidth_gb_s (0 = hardware.host_bandwidth x
+        devices of the replica), kv_disk_bandwidth_gb_s: transfer rate of a hit served from there;
+    router=weighted: score = w_prefix x prefix share - w_queue x queue / max - w_kv x KV use -
+        w_tokens x in-flight tokens / max; signal_delay_s: the gateway sees load signals as they
+        were that long ago (scraped metrics);
+    shed_outstanding: when outstanding requests per active replica exceed it, arrivals of
+        priority class >= shed_priority are rejected (0 = never);
+    autoscale: none | utilisation (busy fraction) | queue (outstanding per replica) against
+        autoscale_target, every autoscale_interval_s, between autoscale_min and autoscale_max
+        replicas; a new replica serves after provision_delay_s; scale-down drains a replica;
+        price_per_hour: USD per device-hour (0 = hardware.price_per_hour);
+    timeseries_s: window of the load/queue/KV/replica time series (0 = none; frames["timeseries"]);
+    class_slo_ttft_ms / class_slo_tpot_ms: per priority class SLOs (empty = slo_*_ms);
+    record_decisions: keep every routing/admission decision with the signals it saw
+        (frames["decisions"]).
     """
 
     scheduler: str | None = None
@@ -97,6 +133,41 @@ class DesSpec:
     think_time_dist: str = "fixed"
     warmup_s: float = 0.0
     exclude_drain: bool = False
+    traffic_shape: str = "none"
+    traffic_period_s: float = 86400.0
+    traffic_peak_ratio: float = 1.0
+    traffic_start_s: float = 0.0
+    traffic_len_s: float = 0.0
+    session_turns: float = 0.0
+    session_think_s: float = 0.0
+    session_system_tokens: int = 0
+    reasoning_fraction: float = 0.0
+    reasoning_output_scale: float = 1.0
+    max_model_len: int = 0
+    client_rtt_ms: float = 0.0
+    timeout_s: float = 0.0
+    kv_host_gb: float = 0.0
+    kv_host_bandwidth_gb_s: float = 0.0
+    kv_disk_gb: float = 0.0
+    kv_disk_bandwidth_gb_s: float = 5.0
+    w_prefix: float = 1.0
+    w_queue: float = 1.0
+    w_kv: float = 0.0
+    w_tokens: float = 0.0
+    signal_delay_s: float = 0.0
+    shed_outstanding: float = 0.0
+    shed_priority: int = 1
+    autoscale: str = "none"
+    autoscale_min: int = 1
+    autoscale_max: int = 0
+    autoscale_target: float = 0.7
+    autoscale_interval_s: float = 30.0
+    provision_delay_s: float = 180.0
+    price_per_hour: float = 0.0
+    timeseries_s: float = 0.0
+    class_slo_ttft_ms: tuple = param((), config_type=list)
+    class_slo_tpot_ms: tuple = param((), config_type=list)
+    record_decisions: bool = False
     #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
     framework: FrameworkSpec | None = param(None, config=False)
 
@@ -130,6 +201,40 @@ class DesSpec:
         one_of(g, "think_time_dist", self.think_time_dist, ("fixed", "exponential"))
         if not isinstance(self.exclude_drain, bool):
             raise SpecError(f"{g}.exclude_drain", self.exclude_drain, "true or false")
+        one_of(g, "traffic_shape", self.traffic_shape, TRAFFIC_SHAPES)
+        one_of(g, "autoscale", self.autoscale, AUTOSCALE)
+        positive(g, "traffic_period_s", self.traffic_period_s)
+        if not self.traffic_peak_ratio >= 1:
+            raise SpecError(f"{g}.traffic_peak_ratio", self.traffic_peak_ratio, "a ratio >= 1")
+        for f in ("traffic_start_s", "traffic_len_s", "session_think_s", "client_rtt_ms", "timeout_s",
+                  "kv_host_gb", "kv_host_bandwidth_gb_s", "kv_disk_gb", "w_prefix", "w_queue", "w_kv",
+                  "w_tokens", "signal_delay_s", "shed_outstanding", "autoscale_interval_s",
+                  "provision_delay_s", "price_per_hour", "timeseries_s"):
+            non_negative(g, f, getattr(self, f))
+        positive(g, "kv_disk_bandwidth_gb_s", self.kv_disk_bandwidth_gb_s)
+        if self.traffic_shape in ("spike", "ramp", "drain") and self.traffic_len_s <= 0:
+            raise SpecError(f"{g}.traffic_len_s", self.traffic_len_s,
+                            f"a length > 0 s for traffic_shape={self.traffic_shape}")
+        if self.session_turns and self.session_turns < 1:
+            raise SpecError(f"{g}.session_turns", self.session_turns, "0 (no sessions) or a mean >= 1")
+        positive_int(g, "session_system_tokens", self.session_system_tokens, minimum=0)
+        if not (isinstance(self.reasoning_fraction, (int, float)) and 0 <= self.reasoning_fraction <= 1):
+            raise SpecError(f"{g}.reasoning_fraction", self.reasoning_fraction, "a fraction in [0, 1]")
+        if not self.reasoning_output_scale >= 1:
+            raise SpecError(f"{g}.reasoning_output_scale", self.reasoning_output_scale, "a factor >= 1")
+        positive_int(g, "max_model_len", self.max_model_len, minimum=0)
+        positive_int(g, "shed_priority", self.shed_priority, minimum=0)
+        positive_int(g, "autoscale_min", self.autoscale_min)
+        positive_int(g, "autoscale_max", self.autoscale_max, minimum=0)
+        if self.autoscale != "none":
+            positive(g, "autoscale_target", self.autoscale_target)
+            positive(g, "autoscale_interval_s", self.autoscale_interval_s)
+        for f in ("class_slo_ttft_ms", "class_slo_tpot_ms"):
+            v = getattr(self, f)
+            if not all(isinstance(x, (int, float)) and x > 0 for x in v):
+                raise SpecError(f"{g}.{f}", list(v), "a list of positive milliseconds, one per priority class")
+        if not isinstance(self.record_decisions, bool):
+            raise SpecError(f"{g}.record_decisions", self.record_decisions, "true or false")
         if self.watermark is not None and not (isinstance(self.watermark, (int, float))
                                                and 0 <= self.watermark < 1):
             raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
@@ -176,4 +281,15 @@ class DesSpec:
         return min(d.chunk_size, d.max_num_batched_tokens) if d.chunk_size else d.max_num_batched_tokens
 
 
-__all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS"]
+    @property
+    def cluster_features(self) -> bool:
+        """Any of the cluster-scale features on (engine.des.fleet runs the extra bookkeeping)."""
+        return bool(self.traffic_shape != "none" or self.session_turns or self.reasoning_fraction
+                    or self.max_model_len or self.client_rtt_ms or self.timeout_s or self.kv_host_gb
+                    or self.kv_disk_gb or self.router == "weighted" or self.signal_delay_s
+                    or self.shed_outstanding or self.autoscale != "none" or self.timeseries_s
+                    or self.class_slo_ttft_ms or self.class_slo_tpot_ms or self.record_decisions)
+
+
+__all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS",
+           "TRAFFIC_SHAPES", "AUTOSCALE"]

@@ -1,0 +1,182 @@
+"""Workload transforms of the cluster features: traffic shapes, multi-turn sessions, reasoning
+outputs (``DesSpec`` traffic_*, session_*, reasoning_*; all off by default).
+
+Each takes a RequestStream and returns a new one (the caller's is untouched), drawing from
+``des.seed`` sub-streams (so switching one on does not move the workload's own draws).
+
+Traffic shape (time warp). A stationary open-loop stream of mean rate R has expected arrivals
+Lambda_R(a) = R a by time a. With a relative rate profile f(t) (mean 1 over a diurnal period) the
+wanted process has Lambda(t) = R int_0^t f; the time change a -> Lambda^-1(R a) maps each arrival
+of the stationary stream onto the shaped one (the same construction as ``ramp_arrivals``). Lambda
+is integrated numerically (trapezoid on a grid of at least 200,000 points, the profile's break
+points on the grid) and inverted by linear interpolation. Profiles, with r = traffic_peak_ratio,
+t0 = traffic_start_s, L = traffic_len_s:
+    diurnal  f = 1 + A sin(2 pi (t - t0) / period - pi / 2), A = (r - 1) / (r + 1), so the
+             trough (t = t0) is (1 - A) and the peak (half a period later) (1 + A): ratio r
+    spike    f = r inside [t0, t0 + L), 1 outside
+    ramp     f = 1 / r before t0, rising linearly to 1 over [t0, t0 + L), 1 after
+    drain    f = 1 before t0, falling linearly to 0 over [t0, t0 + L), 0 after: arrivals the
+             shaped process never reaches (R a > Lambda(inf)) are dropped from the stream
+
+Multi-turn sessions. The stream's requests, in arrival order, are cut into sessions of K turns
+(K geometric with mean ``session_turns``, >= 1). A session starts at its first request's arrival;
+turn j + 1 is sent an exponential think time (mean ``session_think_s``) after turn j completes
+(the event loop sends it: ``RequestStream.next_turn`` / ``think_s``; its arrival is NaN until
+then). The request's own prompt is the new user message u_j; the turn's prompt is the session so
+far: S (``session_system_tokens``, shared by all sessions) + sum_{i<j} (u_i + o_i) + u_j. Prefix
+hash blocks (``block_tokens`` each) cover the turn's full blocks: blocks entirely inside the
+system prompt carry shared ids, the rest ids unique to the session, so turn j + 1 hits the cached
+blocks of turn j's prompt (the DES caches prompt blocks at prefill; the answer's tokens are
+prefilled again in the next turn, as a prefix cache that does not keep decode blocks would).
+"""
+
+from dataclasses import replace
+
+import numpy as np
+
+from engine.des.workload import RequestStream
+
+#: hash-id offset between sessions (ids of session s: (s + 1) x this + block)
+_SESSION_STRIDE = 1 << 24
+_GRID = 200_000
+
+
+def rate_profile(des, t: np.ndarray) -> np.ndarray:
+    """Relative arrival rate f(t) of ``des.traffic_shape`` (see the module docstring)."""
+    r, t0, L = des.traffic_peak_ratio, des.traffic_start_s, des.traffic_len_s
+    shape = des.traffic_shape
+    if shape == "diurnal":
+        A = (r - 1.0) / (r + 1.0)
+        return 1.0 + A * np.sin(2.0 * np.pi * (t - t0) / des.traffic_period_s - np.pi / 2.0)
+    if shape == "spike":
+        return np.where((t >= t0) & (t < t0 + L), r, 1.0)
+    if shape == "ramp":
+        x = np.clip((t - t0) / L, 0.0, 1.0)
+        return 1.0 / r + (1.0 - 1.0 / r) * x
+    if shape == "drain":
+        return 1.0 - np.clip((t - t0) / L, 0.0, 1.0)
+    return np.ones_like(t)
+
+
+def shape_arrivals(arrival_s: np.ndarray, des) -> np.ndarray:
+    """Open-loop arrivals time-warped to the rate profile: t = Lambda^-1(R a), R = the stream's
+    mean rate (n - 1) / span. NaN for arrivals a drain never reaches. Times from the first arrival."""
+    a = np.asarray(arrival_s, dtype=np.float64)
+    if des.traffic_shape == "none" or a.size < 2:
+        return a
+    t_first = float(np.nanmin(a))
+    x = a - t_first
+    span = float(np.nanmax(x))
+    if span <= 0:
+        return a
+    # horizon: f >= f_min on the stream's reach, so t <= span / f_min; drains stop at t0 + L
+    r, t0, L = des.traffic_peak_ratio, des.traffic_start_s, des.traffic_len_s
+    if des.traffic_shape == "drain":
+        horizon = t0 + L
+    else:
+        f_min = {"diurnal": 1.0 - (r - 1.0) / (r + 1.0), "ramp": 1.0 / r}.get(des.traffic_shape, 1.0)
+        horizon = span / f_min + des.traffic_period_s / 100.0
+    breaks = [b for b in (t0, t0 + L) if 0.0 < b < horizon]
+    grid = np.unique(np.concatenate([np.linspace(0.0, horizon, _GRID), breaks]))
+    f = rate_profile(des, grid)
+    # Lambda(t) / R = cum(t); the stationary stream reached a at R a expected arrivals: cum(t) = a
+    cum = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(grid))])
+    out = np.interp(x, cum, grid, right=np.nan)
+    if des.traffic_shape != "drain":
+        beyond = x > cum[-1]
+        out[beyond] = grid[-1] + (x[beyond] - cum[-1])   # f = 1 beyond the horizon (not reached)
+    return out + t_first
+
+
+def apply_reasoning(stream: RequestStream, des, rng: np.random.Generator) -> RequestStream:
+    """``reasoning_fraction`` of the requests get outputs x ``reasoning_output_scale``."""
+    if not des.reasoning_fraction or des.reasoning_output_scale == 1:
+        return stream
+    pick = rng.random(len(stream)) < des.reasoning_fraction
+    out = stream.output.copy()
+    out[pick] = np.rint(out[pick] * des.reasoning_output_scale).astype(np.int64)
+    return replace(stream, output=out)
+
+
+def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestStream:
+    """Cut the stream into multi-turn sessions (module docstring). Sets ``next_turn`` (request id
+    of the session's next turn, -1 at the last), ``think_s`` (think time before this turn) and
+    ``session`` (session id); follow-up turns' arrivals are NaN until the loop sends them."""
+    n = len(stream)
+    if not des.session_turns or n == 0:
+        return stream
+    order = np.argsort(stream.arrival_s, kind="stable")
+    # geometric turns per session with mean session_turns (support 1, 2, ...)
+    p = 1.0 / des.session_turns
+    k = rng.geometric(p, size=n)
+    starts = np.concatenate([[0], np.cumsum(k)])
+    starts = starts[starts < n]
+    sess_of_pos = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    turn_of_pos = np.arange(n) - starts[sess_of_pos]
+    u = stream.prompt[order].astype(np.int64)
+    o = stream.output[order].astype(np.int64)
+    S = int(des.session_system_tokens)
+    # history before each turn: S + sum over earlier turns of the session (u + o)
+    uo = u + o
+    csum = np.cumsum(uo) - uo          # exclusive cumulative sum over the whole order
+    hist = csum - csum[starts[sess_of_pos]] + S
+    prompt_pos = hist + u
+    bt = stream.block_tokens
+    n_shared = S // bt
+    hashes_pos = []
+    for i in range(n):
+        nb = int(prompt_pos[i]) // bt
+        base = (int(sess_of_pos[i]) + 1) * _SESSION_STRIDE
+        h = np.arange(nb, dtype=np.int64)
+        h[n_shared:] += base
+        hashes_pos.append(h)
+    # back to request ids: request order[i] is position i
+    prompt = np.empty(n, np.int64)
+    prompt[order] = prompt_pos
+    hashes = [None] * n
+    for i in range(n):
+        hashes[order[i]] = hashes_pos[i]
+    next_turn = np.full(n, -1, np.int64)
+    last_of_sess = np.append(starts[1:], n) - 1
+    is_last = np.zeros(n, bool)
+    is_last[last_of_sess] = True
+    nxt_pos = np.flatnonzero(~is_last)
+    next_turn[order[nxt_pos]] = order[nxt_pos + 1]
+    think = np.zeros(n)
+    follow = turn_of_pos > 0
+    if des.session_think_s > 0:
+        think[order[follow]] = rng.exponential(des.session_think_s, size=int(follow.sum()))
+    arrival = stream.arrival_s.copy()
+    arrival[order[follow]] = np.nan
+    session = np.empty(n, np.int64)
+    session[order] = sess_of_pos
+    return replace(stream, arrival_s=arrival, prompt=prompt, hashes=hashes, next_turn=next_turn,
+                   think_s=think, session=session, source=f"{stream.source} as sessions")
+
+
+def transform(stream: RequestStream, des) -> RequestStream:
+    """All workload transforms of ``des`` in order: reasoning outputs, traffic shape (on the
+    session starts, i.e. the open-loop arrivals), sessions. Identity when all are off."""
+    if not (des.reasoning_fraction or des.traffic_shape != "none" or des.session_turns):
+        return stream
+    if stream.users and (des.session_turns or des.traffic_shape != "none"):
+        from engine.errors import SpecError
+        raise SpecError("engine.des.session_turns" if des.session_turns else "engine.des.traffic_shape",
+                        des.session_turns or des.traffic_shape,
+                        "an open-loop workload (sessions and traffic shapes warp arrival times; "
+                        "workload.arrival=closed_loop has none)")
+    r_reason, r_sess = (np.random.default_rng(s) for s in np.random.SeedSequence([des.seed, 17]).spawn(2))
+    stream = apply_reasoning(stream, des, r_reason)
+    if des.traffic_shape != "none":
+        arr = shape_arrivals(stream.arrival_s, des)
+        keep = np.isfinite(arr)
+        stream = replace(stream, arrival_s=arr)
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            stream = replace(stream, arrival_s=arr[idx], prompt=stream.prompt[idx],
+                             output=stream.output[idx], priority=stream.priority[idx],
+                             hashes=[stream.hashes[i] for i in idx] if stream.hashes is not None else None)
+    return sessionize(stream, des, r_sess)
+
+
+__all__ = ["rate_profile", "shape_arrivals", "sessionize", "apply_reasoning", "transform"]
