@@ -165,6 +165,8 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult |
     timeline = getattr(result, "timeline", None)   # engine=des, engine.des.record_iterations=true
     if timeline is not None:
         timeline.write_parquet(job_dir / "timeline.parquet")
+    for name, frame in (getattr(result, "frames", None) or {}).items():   # DES cluster features
+        frame.write_parquet(job_dir / f"{name}.parquet")
     if cfg.print_table:
         print_rows([summary_line(cfg, result.summary)])
         if not result.summary.get("fits_in_memory", True):

@@ -85,7 +85,7 @@ class Loop:
     def __init__(self, st: State, replicas: list[Replica], router: Router, *, users: int,
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
                  block_size: int, bucket=None, progress=None, decode_router=None,
-                 handoff_s=None, fleet=None):
+                 handoff_s=None, fleet=None, des=None):
         self.st, self.replicas, self.router = st, replicas, router
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
@@ -103,7 +103,7 @@ class Loop:
         self.rejected_too_long = 0
         self.rejected_bucket = 0
         self.completed = 0
-        self.des = replicas[0].spec if replicas else None
+        self.des = des if des is not None else (replicas[0].spec if replicas else None)
         self._think_exp = self.des is not None and self.des.think_time_dist == "exponential"
         self._rng = apply_clients(st, self.des, users) if self.des is not None else None
         # client round trip: half on the way in (with the request overhead), half on the way out

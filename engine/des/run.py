@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from engine.analytical.step import StepModel
+from engine.des import extras
 from engine.des.cluster import Loop, Router, kv_time_average
 from engine.des.fleet import cache_factory, make_fleet, pool_size
 from engine.des.fleet import results as fleet_results
@@ -40,6 +41,8 @@ class DesRunResult(RunResult):
     #: cluster features (engine.des.fleet): name -> frame ("timeseries", "decisions", "regret"),
     #: each written as <name>.parquet next to the table
     frames: dict | None = None
+    #: how the runner writes ``table``: parquet (table.parquet) | csv (table.csv; engine.des.output_format)
+    table_format: str = "parquet"
 
 
 @dataclass
@@ -210,6 +213,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     (``des``, default ``specs.des``, its None settings from ``specs.framework``)."""
     specs, des = deployment(specs, des)
     stream = stream if stream is not None else build_stream(specs.workload)
+    stream0 = stream                  # as given: a counterfactual re-run starts from it again
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.sessions)
         stream = transform(stream, des)
     cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
@@ -231,6 +235,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
         if des.preemption == "swap":
             reps[-1].swap_s_per_token = swap_s_per_token(specs, des)
+    # speculative decoding, power/energy/throttle, token timestamps (engine.des.extras)
+    feats = extras.attach(specs, des, sm, noise, reps, st)
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
     router, decode_router, handoff = Router(des.router, reps, st), None, None
     if des.prefill_replicas:
@@ -246,7 +252,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
                 bucket=bucket, progress=_progress(des, len(stream)),
-                fleet=make_fleet(specs, des, reps, n_rep, st, make_cache))
+                fleet=make_fleet(specs, des, reps, n_rep, st, make_cache), des=des)
     t_end = loop.run() if blocks > 0 else 0.0
     if des.client_rtt_ms:             # the client sees each token half a round trip later
         st.first_token += loop._rtt_half
@@ -273,6 +279,9 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         s.update(extra)
         if loop.fleet is not None and s.get("replica_hours"):
             s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
+    if blocks > 0:
+        s.update(extras.summary(specs, feats, st, table, s, span, devices))
+        table = extras.table_columns(specs, des, feats, st, table, des.client_rtt_ms / 2e3)
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))
@@ -285,8 +294,15 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                 "kv_blocks_used", "running", "waiting")
         rows = [r for rep in reps for r in rep.timeline]
         timeline = pl.DataFrame(rows, schema=list(cols), orient="row")
+    if des.counterfactual:            # same arrivals, other policy: per-request regret
+        from engine.des import counterfactual as cf
+        alt = simulate(specs, cf.alternative(des, des.counterfactual), stream=stream0).result
+        frames["regret"] = cf.regret_table(table, alt.table)
+        s.update(cf.summary(frames["regret"]))
     result = DesRunResult(summary=s, table=table,
-                          assumptions=assumptions(specs, des, blocks, n_rep, stream), timeline=timeline,
+                          assumptions=assumptions(specs, des, blocks, n_rep, stream)
+                          + extras.assumptions(specs, des, feats), timeline=timeline,
+                          table_format=des.output_format,
                           frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)

@@ -7,12 +7,15 @@ by default: ``resolve(framework)`` fills each None from ``Specs.framework`` (eng
 so their defaults live in the framework profile only; a value set here overrides the profile.
 """
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
 from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
 from engine.spec.meta import param
+from engine.spec.power import PowerSpec
+
+OUTPUT_FORMATS = ("parquet", "csv")
 
 SCHEDULERS = FRAMEWORK_SCHEDULERS
 #: DesSpec fields whose None means "the framework profile's value" (same name on FrameworkSpec).
@@ -102,7 +105,9 @@ class DesSpec:
     timeseries_s: window of the load/queue/KV/replica time series (0 = none; frames["timeseries"]);
     class_slo_ttft_ms / class_slo_tpot_ms: per priority class SLOs (empty = slo_*_ms);
     record_decisions: keep every routing/admission decision with the signals it saw
-        (frames["decisions"]).
+        (frames["decisions"]);
+    counterfactual: "key=value,..." engine.des settings of a second run on the same arrivals;
+        per-request regret in frames["regret"], cf_* in the summary (engine.des.counterfactual).
     """
 
     scheduler: str | None = None
@@ -168,6 +173,13 @@ class DesSpec:
     class_slo_ttft_ms: tuple = param((), config_type=list)
     class_slo_tpot_ms: tuple = param((), config_type=list)
     record_decisions: bool = False
+    counterfactual: str = ""
+    # outputs and device power (engine.des.power; docs in engine.spec.power): the per-request
+    # table as parquet | csv (table.csv like the SimLLM seed's results/q512.csv), per-token
+    # timestamps (token_times_s, itl_ms list columns) per request
+    output_format: str = "parquet"
+    token_times: bool = False
+    power: PowerSpec = field(default_factory=PowerSpec)
     #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
     framework: FrameworkSpec | None = param(None, config=False)
 
@@ -175,6 +187,9 @@ class DesSpec:
 
     def __post_init__(self):
         g = self._group
+        one_of(g, "output_format", self.output_format, OUTPUT_FORMATS)
+        if not isinstance(self.token_times, bool):
+            raise SpecError(f"{g}.token_times", self.token_times, "true or false")
         if self.scheduler is not None:
             one_of(g, "scheduler", self.scheduler, SCHEDULERS)
         if self.preemption is not None:
@@ -288,7 +303,8 @@ class DesSpec:
                     or self.max_model_len or self.client_rtt_ms or self.timeout_s or self.kv_host_gb
                     or self.kv_disk_gb or self.router == "weighted" or self.signal_delay_s
                     or self.shed_outstanding or self.autoscale != "none" or self.timeseries_s
-                    or self.class_slo_ttft_ms or self.class_slo_tpot_ms or self.record_decisions)
+                    or self.class_slo_ttft_ms or self.class_slo_tpot_ms or self.record_decisions
+                    or self.counterfactual)
 
 
 __all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS",
