@@ -4,7 +4,7 @@ as numpy arrays in one pass, and the upper-right frontier of (throughput per GPU
 Partitions: tp, pp, sp, ep each a divisor of the device count D or a power of two <= D, with a
 replica of tp x pp x sp <= D devices; dp = floor(D / (tp pp sp)) replicas, the remaining
 D - dp tp pp sp devices idle (per-GPU throughput counts the devices in use); ep only for MoE
-models, with ep | tp x sp. Invalid points are dropped with a count per reason (``parallel.invalid_reasons``,
+models, with ep | tp x sp (``pareto.ep_layout = extra``: ep multiplies the devices, see ``partitions``). Invalid points are dropped with a count per reason (``parallel.invalid_reasons``,
 then "does not fit in memory"). A point is on the frontier when no other point has both higher
 throughput per GPU and higher interactivity (tokens/s per user = 1 / TPOT): sort by throughput
 descending and keep each point whose interactivity beats every point before it.
@@ -32,14 +32,39 @@ def candidates(devices: int) -> list[int]:
 
 
 def partitions(specs: Specs, devices: int, max_tp=0, max_pp=0, max_sp=1):
-    """Candidate (tp, pp, ep, sp) arrays of replicas of at most ``devices`` (before validity)."""
+    """Candidate (tp, pp, ep, sp) arrays of replicas of at most ``devices`` (before validity).
+
+    ``engine.analytical.pareto.ep_layout = extra`` (llm_perf's enumeration): ep multiplies the
+    devices, tp x pp x sp x ep <= D, and each layout is returned as the equivalent shared one
+    (ep' = tp ep, sp' = sp ep for ep > 1; ``PartitionSpec``), so validity and evaluation are the
+    shared layout's; ``label`` recovers the EP factor."""
     ds = candidates(devices)
     lim = lambda v, cap: [d for d in ds if not cap or d <= cap]  # noqa: E731
     eps = ds if specs.model.is_moe else [1]
-    rows = [(tp, pp, ep, sp) for tp, pp, sp, ep in itertools.product(lim(ds, max_tp), lim(ds, max_pp),
-                                                                     lim(ds, max_sp), eps)
-            if tp * pp * sp <= devices]
+    if specs.analytical.pareto.ep_layout == "extra":
+        rows = [(tp, pp, tp * ep if ep > 1 else 1, sp * ep)
+                for tp, pp, sp, ep in itertools.product(lim(ds, max_tp), lim(ds, max_pp),
+                                                        lim(ds, max_sp), eps)
+                if tp * pp * sp * ep <= devices]
+    else:
+        rows = [(tp, pp, ep, sp) for tp, pp, sp, ep in itertools.product(lim(ds, max_tp), lim(ds, max_pp),
+                                                                         lim(ds, max_sp), eps)
+                if tp * pp * sp <= devices]
     return np.array(rows, dtype=float).reshape(-1, 4).T
+
+
+def label(specs: Specs):
+    """A polars expression naming each row's partition PP{pp}-TP{tp}-EP{ep}-SP{sp}; with
+    ep_layout = extra the EP device factor g = ep'/tp (1 when ep' = 1) and SP = sp'/g, marked
+    ``EP{g}x`` (``PartitionSpec.label``)."""
+    i = lambda c: pl.col(c).cast(pl.Int64)  # noqa: E731
+    if specs.analytical.pareto.ep_layout != "extra":
+        return pl.format("PP{}-TP{}-EP{}-SP{}", i("pp"), i("tp"), i("ep"), i("sp"))
+    g = pl.when(pl.col("ep") > 1).then(pl.col("ep") / pl.col("tp")).otherwise(1.0)
+    return (pl.when(g > 1)
+            .then(pl.format("PP{}-TP{}-EP{}x-SP{}", i("pp"), i("tp"), g.cast(pl.Int64),
+                            (pl.col("sp") / g).cast(pl.Int64)))
+            .otherwise(pl.format("PP{}-TP{}-EP1-SP{}", i("pp"), i("tp"), i("sp"))))
 
 
 def grid(specs: Specs, devices: int, batches, chunks, max_tp=0, max_pp=0, max_sp=1):
@@ -102,8 +127,7 @@ def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, 
     n = axes["tp"].size
     cols = {k: np.broadcast_to(np.asarray(res[k]), (n,))[fits] for k in keep_cols}
     table = pl.DataFrame(cols).with_columns(
-        pl.format("PP{}-TP{}-EP{}-SP{}", *(pl.col(c).cast(pl.Int64) for c in ("pp", "tp", "ep", "sp")))
-        .alias("partition"))
+        label(specs).alias("partition"))
     on = frontier_mask(table[x_metric].to_numpy(), table[y_metric].to_numpy())
     table = table.with_columns(pl.Series("on_frontier", on))
     frontier = table.filter(pl.col("on_frontier")).sort(x_metric)

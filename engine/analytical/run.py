@@ -48,6 +48,12 @@ def assumptions(specs: Specs) -> list[Assumption]:
         out.append(Assumption("expert parallelism", f"ep={p.ep}",
                               "experts split max(tp, ep) ways; 2 all-to-alls per MoE layer replace the "
                               "FFN all-reduce; balanced routing (no straggler expert)"))
+    if p.ep_groups > 1:
+        out.append(Assumption("EP as a device factor (ep_layout=extra)", p.label,
+                              f"{p.ep_groups} data-parallel attention groups per stage, experts over "
+                              f"tp x ep = {p.ep} devices; priced as the shared layout with sp={p.sp}, "
+                              f"ep={p.ep} (adds a K/V all-gather per layer over the groups and splits a "
+                              "single prompt's prefill over them)"))
     if p.sp > 1:
         out.append(Assumption("sequence parallelism", f"sp={p.sp}",
                               "tokens and KV split sp ways; one K/V all-gather per layer (Llama 3 "

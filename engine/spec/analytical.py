@@ -89,7 +89,9 @@ class ParetoSpec:
     batches / chunks: the batch sizes and prefill chunk sizes tried (chunk 0 = single pass);
     max_tp / max_pp / max_sp: bounds of the partition enumeration (0 = no bound);
     throughput: the frontier's x axis, decode (B / TPOT per GPU, llm_perf's decode frontier) or
-    e2e (B N / (TTFT + (N-1) TPOT) per GPU, prefill included)."""
+    e2e (B N / (TTFT + (N-1) TPOT) per GPU, prefill included);
+    ep_layout: shared (EP groups inside tp x sp) or extra (EP multiplies the devices, llm_perf's
+    enumeration; see PartitionSpec)."""
 
     enabled: bool = False
     devices: int = 8
@@ -99,6 +101,7 @@ class ParetoSpec:
     max_pp: int = 0
     max_sp: int = 1
     throughput: str = "decode"
+    ep_layout: str = "shared"     # partition.ep_layout of the enumerated layouts: shared | extra
 
     _group = "engine.analytical.pareto"
 
@@ -106,6 +109,7 @@ class ParetoSpec:
         g = self._group
         positive_int(g, "devices", self.devices)
         one_of(g, "throughput", self.throughput, ("decode", "e2e"))
+        one_of(g, "ep_layout", self.ep_layout, ("shared", "extra"))
         for f in ("max_tp", "max_pp", "max_sp"):
             positive_int(g, f, getattr(self, f), minimum=0)
         if not self.batches or any((not isinstance(b, int)) or b < 1 for b in self.batches):
