@@ -9,7 +9,7 @@ engine, tracking, paths and top-level nodes are written here.
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -114,6 +114,8 @@ class ConfigSchema:
     paths: PathsSchema = field(default_factory=PathsSchema)
     print_table: bool = True
     resume: bool = False
+    #: simllm-plan's settings (conf/plan/, checked by engine.plan.spec.plan_spec); null otherwise
+    plan: Optional[Any] = None
 
 
 def register() -> None:

@@ -1,0 +1,122 @@
+"""One arrival rate -> pass / fail against the SLOs, from DES runs (the stability rule).
+
+A run simulates the first n requests of the workload's stream at mean rate ``rate`` (a trace's
+timestamps rescaled, as ``workload.rate_rps`` does for any run; Poisson/gamma streams drawn at
+that rate) on the candidate's deployment. Measured requests: those arriving after the first
+``warmup_fraction`` of the stream's span (DesSpec.warmup_s; the drain is kept: under overload the
+late requests are the evidence). Requests that never complete (rejected as too long for the KV
+cache) count as missing every threshold. Verdict per requirement by ``stats.verdict`` (binomial
+interval of the fraction meeting the threshold vs the percentile); while any is ``unsure`` the
+run is repeated with 2n requests, up to ``max_requests``; then the point estimate decides and the
+trial says so (``decided_by = 'point'``).
+"""
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.des.run import simulate
+from engine.errors import SpecError
+from engine.plan import stats
+from engine.plan.spec import RuleSpec, SloSpec
+from engine.spec import Specs
+
+
+@dataclass
+class Trial:
+    """The outcome at one rate (the last, decisive run) and every run it took."""
+
+    rate: float
+    verdict: str                  # pass | fail
+    decided_by: str               # ci | point
+    requests: int                 # requests of the decisive run
+    runs: int                     # DES runs this rate took (1 + doublings)
+    metrics: dict = field(default_factory=dict)   # p-quantiles, their CIs, throughput, ...
+    failing: str = ""             # which requirement failed ("" when pass)
+
+
+def _measure(table, summary, slo: SloSpec, conf: float, start_s: float) -> tuple[str, dict, str]:
+    """(verdict, metrics, failing requirements) of one run's request table: requests arriving at
+    or after ``start_s`` (s, the table's clock), never-completed ones as +inf."""
+    q = slo.percentile / 100.0
+    arr = table["arrival_s"].to_numpy()
+    keep = arr >= start_s
+    done = np.isfinite(table["completion_s"].to_numpy()[keep])
+    out, verdicts, failing = {}, [], []
+    ok_all = np.ones(int(keep.sum()), dtype=bool)
+    for col, thr in slo.thresholds().items():
+        x = table[col].to_numpy()[keep].astype(float)
+        x = np.where(done, x, np.inf)
+        valid = (table["output_len"].to_numpy()[keep] > 1) if col == "tpot_ms" else np.ones(x.size, bool)
+        xv = np.where(np.isnan(x[valid]), np.inf, x[valid])
+        v, frac, _, _ = stats.verdict(xv <= thr, q, conf)
+        point, plo, phi = stats.order_stat_ci(xv, q, conf)
+        name = col[:-3]
+        out.update({f"{name}_ms_q": point, f"{name}_ms_q_lo": plo, f"{name}_ms_q_hi": phi,
+                    f"{name}_ok_fraction": frac})
+        verdicts.append(v)
+        if v == "fail" or (v == "unsure" and point > thr):
+            failing.append(name)
+        ok_all[valid] &= xv <= thr
+    if slo.goodput_fraction:
+        v, frac, _, _ = stats.verdict(ok_all, slo.goodput_fraction, conf)
+        out["goodput_fraction"] = frac
+        verdicts.append(v)
+        if v == "fail" or (v == "unsure" and frac < slo.goodput_fraction):
+            failing.append("goodput")
+    out.update({k: summary.get(k) for k in (
+        "ttft_ms_p50", "tpot_ms_p50", "ttft_ms_p99", "tpot_ms_p99", "e2e_ms_p99", "throughput_tok_s",
+        "throughput_tok_s_per_gpu", "request_throughput_rps", "utilisation", "batch_size_mean",
+        "kv_utilisation_mean", "bound", "devices", "rejected_too_long")})
+    out["measured_requests"] = int(keep.sum())
+    return stats.combine(verdicts), out, ",".join(failing)
+
+
+class Probe:
+    """rate -> Trial for one candidate (``specs`` with its partition and DES deployment)."""
+
+    def __init__(self, specs: Specs, slo: SloSpec, rule: RuleSpec, on_run=None):
+        w = specs.workload
+        if w.arrival not in ("trace", "poisson", "gamma"):
+            raise SpecError("workload.arrival", w.arrival,
+                            "an open-loop stream (trace, poisson or gamma) for a rate search")
+        self.specs, self.slo, self.rule = specs, slo, rule
+        self.on_run = on_run          # callback(rate, requests, verdict) after each DES run
+        self.cache: dict = {}
+        self.runs = 0
+
+    def run(self, rate: float, n: int):
+        """One DES run of n requests at ``rate``: (verdict, metrics, failing)."""
+        w = replace(self.specs.workload, num_requests=int(n), rate_rps=float(rate))
+        span = (n - 1) / rate
+        des = replace(self.specs.des, warmup_s=self.rule.warmup_fraction * span, progress="off",
+                      exclude_drain=False, record_iterations=False)
+        res = simulate(replace(self.specs, workload=w, des=des), des).result
+        self.runs += 1
+        arr = res.table["arrival_s"].to_numpy()
+        start = (float(np.nanmin(arr)) if arr.size else 0.0) + des.warmup_s
+        out = _measure(res.table, res.summary, self.slo, self.rule.confidence, start)
+        if self.on_run is not None:
+            self.on_run(rate, n, out[0])
+        return out
+
+    def __call__(self, rate: float) -> Trial:
+        key = round(float(rate), 12)
+        if key in self.cache:
+            return self.cache[key]
+        n, runs = self.rule.requests, 0
+        while True:
+            v, m, failing = self.run(rate, n)
+            runs += 1
+            if v != "unsure":
+                t = Trial(rate, v, "ci", n, runs, m, failing)
+                break
+            if n * 2 > self.rule.max_requests:
+                ok = all(m[f"{c.replace('_ms', '')}_ms_q"] <= thr for c, thr in self.slo.thresholds().items())
+                if self.slo.goodput_fraction:
+                    ok = ok and m["goodput_fraction"] >= self.slo.goodput_fraction
+                t = Trial(rate, "pass" if ok else "fail", "point", n, runs, m, "" if ok else failing)
+                break
+            n *= 2
+        self.cache[key] = t
+        return t

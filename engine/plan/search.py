@@ -1,0 +1,114 @@
+"""The highest arrival rate meeting the SLOs: bracket, then bisect on log(rate); and the brute
+force it is checked against.
+
+Assumption: pass/fail is monotone in the rate (more load never lowers a percentile of the same
+rescaled stream). Then with lo passing and hi failing the answer lies in [lo, hi); bisection at
+the geometric mean sqrt(lo hi) halves log(hi / lo) per probe and stops when hi / lo <= 1 + p.
+The reported rate is ``lo`` (a rate that was measured to pass), within a relative ``p`` of the
+true maximum: after a bracket of ratio s, about log2(ln s / ln(1 + p)) probes (s = 1.25,
+p = 2 %: 4 probes). Bracketing starts at the guess g: pass -> probe g s, g s^2, g s^4 ... until
+one fails; fail -> g / s, g / s^2 ... until one passes (or ``min_rate`` fails: infeasible).
+
+The brute force evaluates every rate of a geometric grid of ratio 1 + p and takes the highest
+passing one: with a monotone verdict both agree within one grid step (p).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SearchResult:
+    rate: float                   # highest rate measured to pass (0 when none)
+    hi: float                     # lowest rate measured to fail above it (inf when none)
+    status: str                   # ok | infeasible (min_rate fails) | unbounded (max_rate passes)
+    trials: list = field(default_factory=list)   # Trial per probed rate, in probe order
+
+    @property
+    def runs(self) -> int:
+        return sum(t.runs for t in self.trials)
+
+    @property
+    def best(self):
+        """The passing trial at ``rate`` (None when infeasible)."""
+        for t in self.trials:
+            if t.verdict == "pass" and t.rate == self.rate:
+                return t
+        return None
+
+    @property
+    def precision(self) -> float:
+        return self.hi / self.rate - 1.0 if self.rate > 0 and math.isfinite(self.hi) else math.inf
+
+
+def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
+                  min_rate: float = 0.05, max_rate: float = 1e5) -> SearchResult:
+    """Bracket from ``guess`` and bisect (module docstring); ``probe(rate)`` -> Trial."""
+    trials = []
+
+    def p(r):
+        t = probe(r)
+        trials.append(t)
+        return t.verdict == "pass"
+
+    g = min(max(guess, min_rate), max_rate)
+    lo, hi = 0.0, math.inf
+    if p(g):
+        lo, f = g, step
+        while True:
+            r = lo * f
+            if r > max_rate:
+                if lo < max_rate and not p(max_rate):
+                    hi = max_rate
+                    break
+                return SearchResult(max(lo, max_rate) if lo < max_rate else lo, math.inf,
+                                    "unbounded", trials)
+            if p(r):
+                lo, f = r, f * f
+            else:
+                hi = r
+                break
+    else:
+        hi, f = g, step
+        while True:
+            r = hi / f
+            if r < min_rate:
+                if hi > min_rate and p(min_rate):
+                    lo = min_rate
+                    break
+                return SearchResult(0.0, min(hi, min_rate), "infeasible", trials)
+            if p(r):
+                lo = r
+                break
+            hi, f = r, f * f
+    while hi / lo > 1.0 + precision:
+        mid = math.sqrt(lo * hi)
+        if p(mid):
+            lo = mid
+        else:
+            hi = mid
+    return SearchResult(lo, hi, "ok", trials)
+
+
+def geometric_grid(lo: float, hi: float, precision: float) -> list[float]:
+    """Rates lo, lo (1 + p), lo (1 + p)^2 ... up to and including the first >= hi."""
+    n = max(1, math.ceil(math.log(hi / lo) / math.log1p(precision)))
+    return [lo * (1.0 + precision) ** k for k in range(n + 1)]
+
+
+def brute_force(probe, grid) -> SearchResult:
+    """Every rate of ``grid`` (ascending): the highest passing one, and the lowest failing one
+    above it."""
+    trials = [probe(r) for r in grid]
+    passing = [t.rate for t in trials if t.verdict == "pass"]
+    if not passing:
+        return SearchResult(0.0, grid[0], "infeasible", trials)
+    best = max(passing)
+    above = [t.rate for t in trials if t.verdict != "pass" and t.rate > best]
+    return SearchResult(best, min(above) if above else math.inf,
+                        "ok" if above else "unbounded", trials)
+
+
+def grid_size(lo: float, hi: float, precision: float) -> int:
+    """Points of ``geometric_grid(lo, hi, precision)``."""
+    return max(1, math.ceil(math.log(hi / lo) / math.log1p(precision))) + 1
