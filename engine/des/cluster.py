@@ -194,7 +194,16 @@ class Loop:
             else:
                 self._fleet_event(kind, rep, t)
         if self.fleet is not None:
-            self.fleet.close(t)
+            # the run ends with its last arrival or completion, not with a periodic tick
+            st = self.st
+            work = [x for x in (np.nanmax(st.completion) if np.isfinite(st.completion).any() else None,
+                                np.nanmax(st.arrival) + self.oh if np.isfinite(st.arrival).any() else None)
+                    if x is not None]
+            t = min(t, max(work)) if work else t
+            f = self.fleet
+            if self.des.timeseries_s > 0 and (not f.samples or f.samples[-1][0] < t):
+                f.sample(self, t)           # the last (partial) window
+            f.close(t)
         if self.progress is not None:
             self.progress.close()
         self._set_window()

@@ -308,3 +308,36 @@ def op_shares(shares: dict[str, dict[str, dict[str, float]]], labels: dict[str, 
         ax.grid(axis="y", visible=False)
     axes[0][-1].legend(loc="lower right", fontsize=7)
     return _save(fig, path)
+
+
+def cluster_timeseries(series: dict[str, pl.DataFrame], labels: dict[str, str], path: Path) -> Path | None:
+    """DES cluster time series (engine.des.timeseries_s; ``timeseries.parquet``), one column of
+    panels per quantity over time, one line per run: arrival rate, waiting queue, replicas
+    (active; dotted: billed, i.e. with provisioning and draining), SLO attainment of the requests
+    arriving in each window, cumulative cost (or replica-hours without a price). Returns None
+    without series."""
+    series = {k: v for k, v in series.items() if v is not None and v.height}
+    if not series:
+        return None
+    plt = _plt()
+    cost = all("cost_usd" in t.columns for t in series.values())
+    panels = [("arrivals_per_s", "arrivals (req/s)"), ("waiting", "waiting requests"),
+              ("replicas_active", "replicas"), ("slo_attainment", "SLO attainment"),
+              ("cost_usd" if cost else "replica_hours", "cost (USD)" if cost else "replica-hours")]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.9 * len(panels)), sharex=True)
+    hours = max(float(t["t_s"].max()) for t in series.values()) > 4 * 3600
+    scale, unit = (3600.0, "h") if hours else (1.0, "s")
+    for (rid, t), c in zip(series.items(), _colors(len(series))):
+        x = t["t_s"].to_numpy() / scale
+        for ax, (col, label) in zip(axes, panels):
+            y = t[col].to_numpy().astype(float)
+            if col == "slo_attainment" and len(y) > 30:   # 5-minute-ish rolling mean: readable
+                k = max(1, len(y) // 150)
+                y = pl.Series(y).rolling_mean(k, min_samples=1).to_numpy()
+            ax.plot(x, y, color=c, lw=1.0, label=labels.get(rid, rid) if col == "arrivals_per_s" else None)
+            if col == "replicas_active":
+                ax.plot(x, t["replicas_billed"].to_numpy(), color=c, lw=0.8, ls=":")
+            ax.set_ylabel(label)
+    axes[0].legend(loc="upper left")
+    axes[-1].set_xlabel(f"time ({unit})")
+    return _save(fig, path)

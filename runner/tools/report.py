@@ -302,6 +302,19 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
         "batch (summary `prefill_share_*`, `decode_share_*`)." if fig else
         "No run has operator shares (runs before they were reported)."), None, fig))
 
+    with tempfile.TemporaryDirectory() as tmp:     # DES cluster runs: timeseries.parquet
+        ts = {}
+        for rid in rows:
+            p = runs.artifact(uri, rid, "timeseries.parquet", Path(tmp) / rid)
+            if p is not None:
+                ts[rid] = pl.read_parquet(p)
+    fig = plots.cluster_timeseries(ts, labels, out / "cluster_timeseries.png") if ts else None
+    if fig:
+        sections.append(("Cluster over time", "Per window of engine.des.timeseries_s: arrivals, "
+                         "waiting requests, replicas (dotted: billed, with provisioning and "
+                         "draining), SLO attainment of the requests arriving in the window, "
+                         "cumulative cost.", None, fig))
+
     pts, kind = _pareto_points(rows, tables, labels)
     fig = plots.pareto(pts, out / "pareto.png", ylabel=f"{kind}throughput (tokens/s per GPU)")
     sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A diurnal day (86,400 s, peak/trough 4, trough at t = 0) of the Azure 2023 conversation trace,
+# rate-scaled to 2 req/s on average, as multi-turn sessions (mean 3 turns, 30 s think time), on
+# Llama-3.1-70B TP4 H100 SXM replicas with a 256 GB host-DRAM KV tier per replica (PCIe Gen5,
+# hardware.host_bandwidth), SLO TTFT 2 s / TPOT 100 ms, price 3 USD per GPU-hour (an assumed
+# on-demand price, given on the command line). Two pools: autoscaled (queue target 10
+# outstanding per replica, 1..4 replicas, 60 s interval, 180 s provisioning) and fixed at 3
+# replicas (sized for the peak). Job dirs under $OUT (default /tmp/cluster_diurnal).
+set -euo pipefail
+OUT=${OUT:-/tmp/cluster_diurnal}
+COMMON=(engine=des model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
+  workload.num_requests=172800 workload.rate_rps=2 tracking.enabled=false
+  hardware.price_per_hour=3.0 engine.des.slo_ttft_ms=2000 engine.des.slo_tpot_ms=100
+  engine.des.traffic_shape=diurnal engine.des.traffic_peak_ratio=4 engine.des.traffic_period_s=86400
+  engine.des.session_turns=3 engine.des.session_think_s=30 engine.des.prefix_caching=true
+  engine.des.kv_host_gb=256 engine.des.router=weighted engine.des.timeseries_s=10)
+simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue engine.des.autoscale_target=10 \
+  engine.des.autoscale_min=1 engine.des.autoscale_max=4 engine.des.autoscale_interval_s=60 \
+  engine.des.provision_delay_s=180 hydra.run.dir="$OUT/autoscaled"
+simllm "${COMMON[@]}" engine.des.replicas=3 hydra.run.dir="$OUT/fixed3"
