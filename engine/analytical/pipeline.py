@@ -138,14 +138,34 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         pf_r, dc_r = pf, dc
     bstar = np.nan if lean else decode.batch_star(sm_r, m, S, N)
 
+    # --- speculative decoding (specdec): the headline TTFT/TPOT/throughput with it enabled ---
+    sd = opt.spec_decode
+    spec = _spec_decode(specs, x, sm, dc, pf) if sd.method != "none" else None
+    # decode cycle: its time, the devices' roofline-busy time in it, tokens per sequence per cycle
+    cyc_s, cyc_busy_s, per_cycle = dc["tpot_s"], dc["roof_s"], 1.0
+    if spec is not None:
+        tpot_plain_s = tpot_s
+        tpot_s = np.where(N >= 2, spec["tpot_s"], np.nan)
+        ttft_s = ttft_s + spec["ttft_add_s"]
+        cyc_s, cyc_busy_s, per_cycle = spec["cycle_s"], spec["busy_s"], spec["tokens"]
+
     e2e_s = ttft_s + np.where(N >= 2, (N - 1) * tpot_s, 0.0)
     dev_rep = tp * pp * sp
     devices = dev_rep * dp
     thr = dp * B * N / e2e_s
 
-    # --- energy (decode) ---
-    pw = energy.power_w(specs.hardware.tdp_w, opt.idle_power_fraction, dc["roof_s"], dc["tpot_s"])
-    j_tok = energy.joules_per_token(pw, dev_rep, dc["tpot_s"], B)
+    # --- energy (energy.py): decode per output token (v1 metric), prefill per prompt token ---
+    tdp, idle = specs.hardware.tdp_w, opt.idle_power_fraction
+    pw = energy.power_w(tdp, idle, cyc_busy_s, cyc_s)
+    j_tok = energy.joules_per_token(pw, dev_rep, cyc_s, B * per_cycle)
+    # device time of the prefill: TTFT less the per-request (host/client) overhead, plus the
+    # draft's pass over the prompt with speculation
+    pf_s = pf["ttft_s"] - cal.per_request_overhead_s
+    pf_busy = pf["roof_s"]
+    if spec is not None:
+        pf_s, pf_busy = pf_s + spec["ttft_add_s"], pf_busy + spec["ttft_add_busy_s"]
+    pw_pf = energy.power_w(tdp, idle, pf_busy, pf_s)
+    ej = energy.phase_energy(pw_pf, pw, dev_rep, pf_s, B, S, N, j_tok)
 
     def nan_if_not_fit(v):
         return np.where(fits, v, np.nan)
@@ -167,7 +187,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         throughput_tok_s=nan_if_not_fit(thr),
         throughput_tok_s_per_gpu=nan_if_not_fit(thr / devices),
         interactivity_tok_s_per_user=nan_if_not_fit(1.0 / tpot_s),
-        decode_throughput_tok_s_per_gpu=nan_if_not_fit(B / dc["tpot_s"] / dev_rep),
+        decode_throughput_tok_s_per_gpu=nan_if_not_fit(B * per_cycle / cyc_s / dev_rep),
         prefill_passes=pf["passes"],
         prefill_compute_ms=pf_r["compute_s"] * 1e3, prefill_memory_ms=pf_r["memory_s"] * 1e3,
         prefill_comm_ms=pf_r["comm_s"] * 1e3,
@@ -181,8 +201,24 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         batch_star_matmul=decode.batch_star_matmul(sm_r, m) + 0.0 * B,
         power_w_per_gpu=nan_if_not_fit(pw),
         energy_j_per_token=nan_if_not_fit(j_tok),
+        energy_decode_j_per_token=nan_if_not_fit(j_tok),
+        energy_prefill_j_per_token=nan_if_not_fit(ej["prefill_j_per_token"]),
+        energy_prefill_j_per_request=nan_if_not_fit(ej["prefill_j_per_request"]),
+        energy_decode_j_per_request=nan_if_not_fit(ej["decode_j_per_request"]),
+        energy_j_per_request=nan_if_not_fit(ej["j_per_request"]),
+        power_prefill_w_per_gpu=nan_if_not_fit(pw_pf),
         devices=devices,
     )
+    if spec is not None:
+        out.update(spec_expected_tokens=np.full_like(B, specdec.expected_tokens(sd.acceptance, sd.gamma)),
+                   spec_tpot_ms=nan_if_not_fit(spec["tpot_s"] * 1e3),
+                   spec_verify_ms=spec["verify_s"] * 1e3,
+                   spec_draft_ms=spec["draft_s"] * 1e3,
+                   spec_ttft_add_ms=spec["ttft_add_s"] * 1e3,
+                   tpot_no_spec_ms=nan_if_not_fit(tpot_plain_s * 1e3),
+                   spec_speedup=nan_if_not_fit(tpot_plain_s / tpot_s),
+                   spec_interactivity_tok_s_per_user=nan_if_not_fit(1.0 / spec["tpot_s"]),
+                   spec_throughput_tok_s_per_gpu=nan_if_not_fit(B / spec["tpot_s"] / dev_rep))
     if lean:
         return out
     _flops_bytes(specs, sm_r, x, out)
@@ -190,19 +226,43 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches,
                                                cal.per_request_overhead_s, opt.chunk_candidates)
         out.update(chunk_star=c_star, ttft_at_chunk_star_ms=nan_if_not_fit(t_star * 1e3))
-    sd = opt.spec_decode
-    if sd.method != "none":
-        ver = decode.tpot(sm, m, B, S, N, pp, opt.pp_microbatches, q=sd.gamma + 1.0)
-        t_sd = specdec.tpot(dc["tpot_s"], ver["tpot_s"], sd.gamma, sd.draft_cost_fraction,
-                            sd.acceptance)
-        out.update(spec_expected_tokens=np.full_like(B, specdec.expected_tokens(sd.acceptance, sd.gamma)),
-                   spec_tpot_ms=nan_if_not_fit(t_sd * 1e3),
-                   spec_verify_ms=ver["tpot_s"] * 1e3,
-                   spec_interactivity_tok_s_per_user=nan_if_not_fit(1.0 / t_sd),
-                   spec_throughput_tok_s_per_gpu=nan_if_not_fit(B / t_sd / dev_rep))
     if opt.disagg.enabled:
         _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)
     return out
+
+
+def _spec_decode(specs: Specs, x: dict, sm, dc: dict, pf: dict) -> dict:
+    """Speculative decoding (``specdec``): per cycle of B sequences, gamma draft passes (the
+    draft model's or the MTP head's own StepModel; or a fixed fraction of a target step) plus
+    one verify pass of gamma + 1 query tokens; TPOT = cycle / E[tokens]. Also the draft's pass
+    over the prompt added to TTFT. Dict of arrays [s]."""
+    m, opt = specs.model, specs.analytical
+    sd = opt.spec_decode
+    B, S, N, C = x["batch_size"], x["prompt_len"], x["output_len"], x["prefill_chunk"]
+    tp, pp, ep, sp = x["tp"], x["pp"], x["ep"], x["sp"]
+    ver = decode.tpot(sm, m, B, S, N, pp, opt.pp_microbatches, q=sd.gamma + 1.0)
+    dsp = specdec.draft_specs(specs)
+    if dsp is None:         # a fixed fraction of one target step; nothing added to TTFT
+        draft_s = sd.gamma * sd.draft_cost_fraction * dc["tpot_s"]
+        draft_busy = sd.gamma * sd.draft_cost_fraction * dc["roof_s"]
+        ttft_add = ttft_add_busy = np.zeros_like(draft_s)
+    else:
+        dm = dsp.model
+        if sd.method == "mtp":
+            tp_d, ep_d = tp, ep
+        else:   # the target's tp where the draft's heads divide, else 1
+            ok = ((dm.num_heads % tp == 0) & ((dm.num_kv_heads % tp == 0) | (tp % dm.num_kv_heads == 0)))
+            tp_d, ep_d = np.where(ok, tp, 1.0), 1.0
+        sm_d = step.build(dsp, tp_d, 1.0, ep_d, sp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
+                          x["compute_efficiency"], x["memory_bandwidth_efficiency"])
+        dd = decode.tpot(sm_d, dm, B, S, N, 1.0, 1)
+        draft_s, draft_busy = sd.gamma * dd["tpot_s"], sd.gamma * dd["roof_s"]
+        dp_ = prefill.ttft(sm_d, dm, B, S, C, 1.0, 1, 0.0)
+        ttft_add, ttft_add_busy = dp_["ttft_s"], dp_["roof_s"]
+    e = specdec.expected_tokens(sd.acceptance, sd.gamma)
+    cycle = draft_s + ver["tpot_s"]
+    return dict(tpot_s=cycle / e, cycle_s=cycle, busy_s=draft_busy + ver["roof_s"], tokens=e,
+                verify_s=ver["tpot_s"], draft_s=draft_s, ttft_add_s=ttft_add, ttft_add_busy_s=ttft_add_busy)
 
 
 def _flops_bytes(specs: Specs, sm, x: dict, out: dict) -> None:

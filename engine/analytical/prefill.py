@@ -58,7 +58,7 @@ def single_pass(sm, m: ModelSpec, B, S, pp, mb, per_request_s):
     ttft = (t_pass + (mbs - 1) * t_s + (pp - 1) * hop_b + mbs * sm.step_overhead_s
             + B * sm.per_token_overhead_s + per_request_s)
     return dict(ttft_s=ttft, compute_s=mbs * cmp, memory_s=mbs * mem, comm_s=mbs * comm,
-                passes=mbs)
+                passes=mbs, roof_s=mbs * roof * parallel.stage_share(m.num_layers, pp))
 
 
 def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
@@ -103,7 +103,8 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     ttft = (Bn * (t_body + t_last) * f + (1 - f) * t_last + (pp - 1) * hop_b
             + Bn * n * sm.step_overhead_s + Bn * sm.per_token_overhead_s + per_request_s)
     return dict(ttft_s=ttft, compute_s=Bn * (body_c + c_l), memory_s=Bn * (body_m + m_l),
-                comm_s=Bn * (nb * sm.comm_s(T) + comm_l), passes=Bn * n)
+                comm_s=Bn * (nb * sm.comm_s(T) + comm_l), passes=Bn * n,
+                roof_s=Bn * (body + roof_l) * f)
 
 
 def ttft(sm, m: ModelSpec, B, S, C, pp, mb, per_request_s):

@@ -108,10 +108,15 @@ def assumptions(specs: Specs) -> list[Assumption]:
                           f"{a.idle_power_fraction}) x busy fraction)",
                           "busy = roofline time / step time; TDP as the ceiling"))
     if a.spec_decode.method != "none":
+        from engine.analytical import specdec
         sd = a.spec_decode
         out.append(Assumption("speculative decoding",
                               f"{sd.method}, gamma={sd.gamma}, acceptance={sd.acceptance}",
-                              f"i.i.d. acceptance; draft forward = {sd.draft_cost_fraction} target steps"))
+                              f"i.i.d. acceptance; {specdec.draft_label(specs)}; headline TTFT, TPOT "
+                              "and throughput include it (tpot_no_spec_ms without)"))
+    out.append(Assumption("SRAM", f"{specs.hardware.sram_bytes / 1e6:g} MB on chip: unused",
+                          "weights, KV and activations are all streamed from HBM (no on-chip "
+                          "residency or fusion credit)"))
     if a.disagg.enabled:
         d = a.disagg
         out.append(Assumption("disaggregated prefill/decode",
@@ -136,6 +141,9 @@ def _scalar(v):
 
 #: Extra point metrics copied to the summary when present.
 _OPTIONAL = ("batch_star_matmul", "kv_fragmentation", "energy_j_per_token", "power_w_per_gpu", "decode_microbatches",
+             "energy_decode_j_per_token", "energy_prefill_j_per_token", "energy_prefill_j_per_request",
+             "energy_decode_j_per_request", "energy_j_per_request", "power_prefill_w_per_gpu",
+             "spec_verify_ms", "spec_draft_ms", "spec_ttft_add_ms", "tpot_no_spec_ms", "spec_speedup",
              "prefill_passes", "chunk_star", "ttft_at_chunk_star_ms", "spec_expected_tokens",
              "spec_tpot_ms", "spec_interactivity_tok_s_per_user", "spec_throughput_tok_s_per_gpu",
              "disagg_prefill_fits", "disagg_ttft_ms", "disagg_prefill_ttft_ms", "disagg_handoff_ms",

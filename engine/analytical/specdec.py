@@ -1,15 +1,41 @@
-"""Speculative decoding with a draft model or multi-token-prediction (MTP) heads.
+"""Speculative decoding with a draft model or multi-token-prediction (MTP / EAGLE-style) heads.
 
-Each step drafts gamma tokens, then the target verifies all of them in one pass of gamma + 1
+Each step drafts gamma tokens, then the target verifies all of them in one pass of q = gamma + 1
 query tokens per sequence. With each draft token accepted independently with probability alpha,
-the tokens emitted per step (accepted prefix + the target's own next token) have the mean
-    E[tokens] = (1 - alpha^(gamma+1)) / (1 - alpha)          (Leviathan et al., ICML 2023, eq. 1)
-Costs per step: drafting gamma x draft_cost_fraction x t_target_step(B) (draft model: a small
-model's decode steps; MTP: the extra heads' passes) + verification t_target(B, q = gamma + 1).
-    TPOT = (draft + verify) / E[tokens];  throughput = B E[tokens] / (draft + verify)
+the tokens emitted per step (accepted prefix + the target's own next token) are
+    A = min(G, gamma + 1),  G ~ Geometric(1 - alpha):  P(A = j) = alpha^(j-1) (1 - alpha), j <= gamma,
+                                                       P(A = gamma + 1) = alpha^gamma
+with the mean
+    E[A] = (1 - alpha^(gamma+1)) / (1 - alpha)          (Leviathan et al., ICML 2023, eq. 1)
+
+What a step costs (both priced by ``engine.analytical.step.StepModel``, the pass price of both
+engines):
+  draft (method=draft): gamma decode passes of the draft model (``draft_model``: its own
+      ModelSpec, same hardware, the target's tp and sp, pp = ep = 1) at the same batch and
+      context: t_draft = gamma x t_step^draft(B, c); the draft also prefills every prompt, so
+      TTFT adds the draft model's prefill of the prompt;
+  mtp (method=mtp; DeepSeek-V3 MTP, EAGLE): ``mtp_layers`` extra transformer layers plus the
+      target's LM head on the target's partition (pp = 1): t_draft = gamma x t_step^head(B, c),
+      the head priced as a ``mtp_layers``-layer model with the target's shapes; TTFT adds the
+      head's pass over the prompt (it consumes the prompt's hidden states);
+  ``draft_cost_fraction`` > 0 overrides either price with that fraction of one target decode step
+      (the v1 rule, kept for hand what-ifs).
+  verify: one target pass of B q tokens, B q logits, each sequence's q queries attending its
+      context (``decode.tpot(..., q=gamma+1)``: compute q x positions, KV read once).
+    TPOT = (t_draft + t_verify) / E[A];   decode throughput = B E[A] / (t_draft + t_verify)
+The draft model's weights and KV cache are not subtracted from the target's KV capacity (stated
+in assumptions.md): a 1-layer head is small; an 8B draft beside a 70B target takes ~16 GB.
 """
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
+
+from engine.errors import SpecError
+
+#: conf/model/ of this installation: where a draft model given by name is looked up.
+_MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def expected_tokens(acceptance, gamma):
@@ -19,5 +45,84 @@ def expected_tokens(acceptance, gamma):
 
 
 def tpot(step_s, verify_s, gamma, draft_cost_fraction, acceptance):
-    """TPOT with speculation [s]: (gamma x fraction x step + verify) / E[tokens]."""
+    """TPOT with speculation [s] when a draft pass is a fraction of a target step:
+    (gamma x fraction x step + verify) / E[tokens]."""
     return (gamma * draft_cost_fraction * step_s + verify_s) / expected_tokens(acceptance, gamma)
+
+
+def draw_tokens(rng: np.random.Generator, acceptance: float, gamma: int, shape) -> np.ndarray:
+    """Tokens emitted per sequence per step, A = min(Geometric(1 - alpha), gamma + 1) (int64)."""
+    if acceptance <= 0:
+        return np.ones(shape, np.int64)
+    return np.minimum(rng.geometric(1.0 - acceptance, size=shape), gamma + 1).astype(np.int64)
+
+
+def load_model(name: str):
+    """The draft ModelSpec: ``name`` is a conf/model option (``llama_3_1_8b``), a model YAML of
+    that form, or a HuggingFace config.json."""
+    from engine.ingest import hf_config
+    from engine.spec import ModelSpec
+
+    key = "engine.analytical.spec_decode.draft_model"
+    p = Path(name)
+    if p.suffix == ".json":
+        if not p.is_file():
+            raise SpecError(key, name, "an existing HF config.json, a model YAML or a conf/model name")
+        return hf_config.read(p).model_spec()
+    path = p if p.suffix in (".yaml", ".yml") else _MODEL_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(f.stem for f in _MODEL_DIR.glob("*.yaml")))
+        raise SpecError(key, name, f"a conf/model option ({known}), a model YAML or an HF config.json")
+    import yaml   # PyYAML (installed with omegaconf): a plain model YAML, no interpolation
+
+    doc = yaml.safe_load(path.read_text()) or {}
+    for k in ("defaults", "source"):
+        doc.pop(k, None)
+    hf = doc.pop("hf_config", None)
+    if hf:
+        doc = hf_config.apply_hf_config(doc, hf)
+    if doc.get("num_params") is not None:
+        doc["num_params"] = float(doc["num_params"])
+    try:
+        return ModelSpec(**doc)
+    except TypeError as e:
+        raise SpecError(key, name, f"a model YAML with ModelSpec fields ({e})") from None
+
+
+def draft_specs(specs):
+    """The Specs whose StepModel prices one draft pass (module docstring), or None when the
+    method is none or a fixed ``draft_cost_fraction`` prices it."""
+    sd = specs.analytical.spec_decode
+    if sd.method == "none" or sd.draft_cost_fraction > 0:
+        return None
+    m, p = specs.model, specs.partition
+    if sd.method == "mtp":
+        fd = min(m.first_dense_layers, sd.mtp_layers)
+        head = replace(m, name=f"{m.name}_mtp{sd.mtp_layers}", num_layers=sd.mtp_layers,
+                       first_dense_layers=fd, sliding_window_layers=min(m.sliding_window_layers, sd.mtp_layers),
+                       num_params=None)
+        return replace(specs, model=head, partition=replace(p, pp=1))
+    if not sd.draft_model:
+        raise SpecError("engine.analytical.spec_decode.draft_model", sd.draft_model,
+                        "a draft model (conf/model name, model YAML or HF config.json) for method=draft")
+    d = load_model(sd.draft_model)
+    tp = p.tp if (d.num_heads % p.tp == 0 and (d.num_kv_heads % p.tp == 0 or p.tp % d.num_kv_heads == 0)) else 1
+    try:
+        return replace(specs, model=d, partition=replace(p, tp=tp, pp=1, ep=1))
+    except SpecError as e:
+        raise SpecError("engine.analytical.spec_decode.draft_model", sd.draft_model,
+                        f"a draft model that fits the partition ({e})") from None
+
+
+def draft_label(specs) -> str:
+    """Human-readable price of a draft pass (assumptions.md)."""
+    sd = specs.analytical.spec_decode
+    if sd.draft_cost_fraction > 0:
+        return f"draft pass = {sd.draft_cost_fraction:g} x one target decode step (fixed fraction)"
+    if sd.method == "mtp":
+        return (f"{sd.mtp_layers} extra layer(s) + LM head of {specs.model.name} per draft token, "
+                "priced by StepModel; its pass over the prompt added to TTFT")
+    d = draft_specs(specs)
+    return (f"draft model {d.model.name} (tp={d.partition.tp}, pp=1) decode pass per draft token, "
+            "priced by StepModel; its prefill of the prompt added to TTFT; its weights and KV not "
+            "subtracted from the target's KV capacity")

@@ -55,6 +55,10 @@ class DecodeRun:
     used: int                # KV blocks in use during the run
     at_completion: bool | None   # True: ends at a completion; None: truncated by an arrival
     steps: np.ndarray        # the k step times [s]
+    emit: np.ndarray | None = None    # speculative: tokens each sequence emitted by step j (k x n)
+    busy: np.ndarray | None = None    # roofline-busy part of each step [s] (energy; engine.des.power)
+    energy: np.ndarray | None = None  # joules of each step (all devices of the replica)
+    pstate: tuple | None = None       # power-limiter state after each step
 
 
 @dataclass(slots=True)
@@ -67,6 +71,9 @@ class MixedRun:
     didx: np.ndarray | None
     used: int
     nd: int
+    busy: float = 0.0                 # roofline-busy part [s] (energy; engine.des.power)
+    energy: np.ndarray | None = None  # joules of the iteration (1 entry)
+    pstate: tuple | None = None
 
 
 class Replica:
@@ -110,6 +117,12 @@ class Replica:
         self.preemptions = 0
         self.timeline = [] if spec.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
+        # set by engine.des.run.simulate when enabled: speculative decoding
+        # (engine.des.speculation), device power (engine.des.power) with the roof functions
+        # that give each iteration's busy time, per-token timestamps (State.token_times)
+        self.spec = None
+        self.power = None
+        self.roof_one = self.roof_run = None
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
         #: cluster features: queue heads that did not fit the KV blocks while others waited
         #: behind them (head-of-line blocking detector); None when off
@@ -308,14 +321,35 @@ class Replica:
             pieces.append((c, k))
             if c == self.pf[s]:
                 logits += 1
-        dt = self.step_time(T, logits, tuple(pieces), nd, pd)
+        pieces = tuple(pieces)
+        dt = self.step_time(T, logits, pieces, nd, pd)
+        busy = 0.0
+        if self.power is not None:
+            busy = self.roof_one(T, logits, pieces, nd, pd)
+        if self.spec is not None and pieces:     # the draft prefills the prompt chunks too
+            ex, eb = self.spec.prefill_extra(T - nd, logits - nd, pieces)
+            dt += ex
+            busy += eb
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
-        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd)
+        energy = pstate = None
+        if self.power is not None:
+            x, energy, pstate = self.power.price(t, np.array([dt]), np.array([busy]))
+            dt = float(x[0])
+        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate)
         return t + dt
+
+    def price_power(self, t, x, busy):
+        """Step times after the power limiter, energy per step, limiter state (engine.des.power);
+        (x, None, None) without a power model."""
+        if self.power is None:
+            return x, None, None
+        return self.power.price(t, x, busy)
 
     def decode_run(self, t):
         """Plan k decode steps for all running sequences (all are decoding)."""
+        if self.spec is not None:
+            return self.spec.plan(self, t)
         n = self.n
         bs = self.bs
         kv = self.kv
@@ -355,12 +389,18 @@ class Replica:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
         # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        x = self.step_times(n, float(self.ctx[:n].sum() + n), k)
+        p0 = float(self.ctx[:n].sum() + n)
+        x = self.step_times(n, p0, k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()
+        busy = energy = pstate = None
+        if self.power is not None:
+            busy = self.roof_run(n, p0 + float(n) * np.arange(k, dtype=np.float64))
+            x, energy, pstate = self.power.price(t, x, busy)
         cum = np.cumsum(x)
-        self.run = DecodeRun(t, cum, k, kv.used, k == int(self.left[:n].min()), x)
+        self.run = DecodeRun(t, cum, k, kv.used, k == int(self.left[:n].min()), x, None, busy,
+                             energy, pstate)
         return t + float(cum[-1])
 
     def truncate(self, t):
@@ -372,7 +412,9 @@ class Replica:
         j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
         if j >= run.k:
             return None
-        self.run = DecodeRun(run.start, run.cum[:j], j, run.used, None, run.steps[:j])
+        cut = (lambda a: None if a is None else a[:j])
+        self.run = DecodeRun(run.start, run.cum[:j], j, run.used, None, run.steps[:j], cut(run.emit),
+                             cut(run.busy), cut(run.energy), run.pstate)
         return run.start + float(run.cum[j - 1])
 
     # --------------------------------------------------------------- finish
@@ -387,18 +429,31 @@ class Replica:
             t0 = run.start
             dur = float(cum[-1])
             sl = slice(0, n)
-            self._ints[1:3, :n] += np.array([[k], [-k]])     # rows ctx, left
+            if run.emit is None:
+                self._ints[1:3, :n] += np.array([[k], [-k]])     # rows ctx, left
+                tok = k
+            else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
+                tok = run.emit[-1]
+                self.ctx[sl] += tok
+                self.left[sl] -= tok
+                st.spec_steps += k * n
+                st.spec_tokens += int(tok.sum())
             st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
             if k > 1:
                 st.add_itl(x[1:], float(n))
             self.last[sl] = t
-            if run.at_completion is None and not self.reserves:
+            if st.token_times is not None:
+                self._token_times_run(t0 + cum, run.emit, n)
+            if run.energy is not None:
+                st.energy_decode_j[self.rid[sl]] += float(run.energy.sum()) / n
+            st.decode_tokens += n * k if run.emit is None else int(tok.sum())
+            if (run.at_completion is None or run.emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
                 # reservation keeps its prompt + output blocks)
                 newb = -(-(self.ctx[sl] - self.cached[sl]) // self.bs)
                 self.kv.give(int((self.blocks[sl] - newb).sum()))
                 self.blocks[sl] = newb
-            st.tokens_out += n * k
+            st.tokens_out += n * k if run.emit is None else int(tok.sum())
             self.iterations += k
             batch = n
             prefill = 0
@@ -410,6 +465,16 @@ class Replica:
                 st.add_itl(t - self.last[didx], 1.0)
                 self.last[didx] = t
                 st.tokens_out += nd
+                st.decode_tokens += nd
+                if st.token_times is not None:
+                    for r in self.rid[didx].tolist():
+                        st.token_times[r].append(np.array([t]))
+            if run.energy is not None:      # shared by the iteration's tokens
+                e_tok = float(run.energy[0]) / (nd + sum(c for _, c in chunks))
+                if nd:
+                    st.energy_decode_j[self.rid[didx]] += e_tok
+                for s, c in chunks:
+                    st.energy_prefill_j[self.rid[s]] += e_tok * c
             prefill = 0
             maybe_done = didx is not None and self.left[didx].min() <= 0
             for s, c in chunks:
@@ -421,6 +486,10 @@ class Replica:
                     maybe_done = maybe_done or self.left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
+        if run.energy is not None:
+            steps = run.steps if decode else np.array([dur])
+            busy = run.busy if decode else np.array([run.busy])
+            self.power.commit(len(steps), t, steps, run.energy, busy, run.pstate)
         self.busy_s += dur
         self.kv_area += run.used * dur
         self.batch_area += batch * dur
@@ -433,6 +502,19 @@ class Replica:
             return self._complete(t) if run.at_completion else ()
         return self._complete(t) if maybe_done else ()
 
+    def _token_times_run(self, times, emit, n):
+        """Per-token timestamps of a decode run: step j's tokens at ``times[j]`` (speculative:
+        each sequence's accepted tokens of step j all at ``times[j]``)."""
+        tt = self.st.token_times
+        rids = self.rid[:n].tolist()
+        if emit is None:
+            for r in rids:
+                tt[r].append(times)
+            return
+        per = np.diff(np.vstack([np.zeros((1, n), emit.dtype), emit]), axis=0)
+        for i, r in enumerate(rids):
+            tt[r].append(np.repeat(times, per[:, i]))
+
     def _emit_first(self, s, t):
         """A sequence finished its (re)prefill: it emits a token and its prompt's full prefix
         blocks join the prefix cache (pinned while it runs)."""
@@ -440,6 +522,8 @@ class Replica:
         rid = int(self.rid[s])
         self.left[s] -= 1
         st.tokens_out += 1
+        if st.token_times is not None:
+            st.token_times[rid].append(np.array([t]))
         if st.first_token[rid] != st.first_token[rid]:
             st.first_token[rid] = t
         elif self.last[s] == self.last[s]:

@@ -41,8 +41,16 @@ class State:
         #: measurement window (t_start, t_end or inf, drop requests completing after t_end) set
         #: by the event loop from DesSpec.warmup_s / exclude_drain; None = every request counts
         self.window = None
+        # energy attributed to each request [J] (engine.des.power; zero without a power model)
+        self.energy_prefill_j = np.zeros(n)
+        self.energy_decode_j = np.zeros(n)
+        #: per-token timestamps [s], a list of arrays per request (engine.des.token_times), or None
+        self.token_times = None
         # run-wide counters
         self.tokens_out = 0
+        self.decode_tokens = 0       # tokens emitted by decode steps (not a prefill's first token)
+        self.spec_steps = 0          # speculative decoding: sequence-steps and the tokens they emitted
+        self.spec_tokens = 0
         self.prefill_tokens = 0
         self.recompute_tokens = 0
         self.hit_tokens = 0

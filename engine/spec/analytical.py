@@ -61,15 +61,19 @@ class DisaggSpec:
 
 @dataclass(frozen=True)
 class SpecDecodeSpec:
-    """Speculative decoding: ``gamma`` draft tokens per step, each accepted with probability
-    ``acceptance`` (i.i.d.); ``method`` draft (a small model) or mtp (multi-token-prediction
-    heads); ``draft_cost_fraction``: time of one draft forward as a fraction of one target decode
-    step of the same batch (e.g. 0.05 for a 1-layer MTP module of a 61-layer model)."""
+    """Speculative decoding (engine.analytical.specdec): ``gamma`` draft tokens per step, each
+    accepted with probability ``acceptance`` (i.i.d.); ``method`` draft (a small model's own
+    forward passes: ``draft_model``, a conf/model name, model YAML or HF config.json) or mtp
+    (``mtp_layers`` extra layers + the LM head on the target: MTP / EAGLE-style heads); both
+    priced by the StepModel. ``draft_cost_fraction`` > 0 instead prices one draft forward as
+    that fraction of one target decode step of the same batch (0 = from the model)."""
 
     method: str = "none"
     gamma: int = 3
     acceptance: float = 0.7
-    draft_cost_fraction: float = 0.05
+    draft_model: str = ""
+    mtp_layers: int = 1
+    draft_cost_fraction: float = 0.0
 
     _group = "engine.analytical.spec_decode"
 
@@ -80,6 +84,7 @@ class SpecDecodeSpec:
         if not 0 <= self.acceptance < 1:
             raise SpecError(f"{g}.acceptance", self.acceptance, "a probability in [0, 1)")
         non_negative(g, "draft_cost_fraction", self.draft_cost_fraction)
+        positive_int(g, "mtp_layers", self.mtp_layers)
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,12 @@ by default: ``resolve(framework)`` fills each None from ``Specs.framework`` (eng
 so their defaults live in the framework profile only; a value set here overrides the profile.
 """
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
 from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
 from engine.spec.meta import param
-from engine.spec.power import PowerSpec
-
 OUTPUT_FORMATS = ("parquet", "csv")
 
 SCHEDULERS = FRAMEWORK_SCHEDULERS
@@ -174,12 +172,20 @@ class DesSpec:
     class_slo_tpot_ms: tuple = param((), config_type=list)
     record_decisions: bool = False
     counterfactual: str = ""
-    # outputs and device power (engine.des.power; docs in engine.spec.power): the per-request
-    # table as parquet | csv (table.csv like the SimLLM seed's results/q512.csv), per-token
-    # timestamps (token_times_s, itl_ms list columns) per request
+    # outputs (engine.des.extras): the per-request table as parquet | csv (table.csv like the
+    # SimLLM seed's results/q512.csv); per-token timestamps (token_times_s, itl_ms list columns)
     output_format: str = "parquet"
     token_times: bool = False
-    power: PowerSpec = field(default_factory=PowerSpec)
+    # device power and the TDP-driven throttle (engine.des.power):
+    # peak_power_ratio: unthrottled draw at full roofline utilisation / hardware.tdp (1 = TDP only
+    #     at u = 1, the analytical energy model; > 1 lets a busy chip ask for more than TDP);
+    # throttle: cap the sustained power at TDP: while the power averaged over
+    #     throttle_time_constant_s exceeds TDP the clock drops (>= throttle_min_clock of nominal)
+    #     so an iteration's power equals TDP; off (default) changes no step time
+    throttle: bool = False
+    peak_power_ratio: float = 1.0
+    throttle_time_constant_s: float = 5.0
+    throttle_min_clock: float = 0.5
     #: the profile the None fields were filled from (set by ``resolve``; None = not resolved)
     framework: FrameworkSpec | None = param(None, config=False)
 
@@ -188,8 +194,14 @@ class DesSpec:
     def __post_init__(self):
         g = self._group
         one_of(g, "output_format", self.output_format, OUTPUT_FORMATS)
-        if not isinstance(self.token_times, bool):
-            raise SpecError(f"{g}.token_times", self.token_times, "true or false")
+        for f in ("token_times", "throttle"):
+            if not isinstance(getattr(self, f), bool):
+                raise SpecError(f"{g}.{f}", getattr(self, f), "true or false")
+        if not (isinstance(self.peak_power_ratio, (int, float)) and 1.0 <= self.peak_power_ratio <= 10.0):
+            raise SpecError(f"{g}.peak_power_ratio", self.peak_power_ratio, "a ratio in [1, 10]")
+        positive(g, "throttle_time_constant_s", self.throttle_time_constant_s)
+        if not (isinstance(self.throttle_min_clock, (int, float)) and 0.05 <= self.throttle_min_clock <= 1.0):
+            raise SpecError(f"{g}.throttle_min_clock", self.throttle_min_clock, "a fraction in [0.05, 1]")
         if self.scheduler is not None:
             one_of(g, "scheduler", self.scheduler, SCHEDULERS)
         if self.preemption is not None:

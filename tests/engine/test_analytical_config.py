@@ -60,7 +60,8 @@ def test_moe_fp8_tp8_chunked_disagg_from_the_cli(cfg_of):
                  "model.activation_dtype=fp8", "model.kv_dtype=fp8",
                  "engine.analytical.prefill_chunk=256", "engine.analytical.chunk_search=true",
                  "engine.analytical.disagg.enabled=true", "engine.analytical.disagg.prefill_tp=4",
-                 "engine.analytical.spec_decode.method=draft", "workload.prompt_len=1024")
+                 "engine.analytical.spec_decode.method=draft",
+                 "engine.analytical.spec_decode.draft_model=llama_3_1_8b", "workload.prompt_len=1024")
     specs = specs_from_config(cfg)
     assert specs.model.math_dtype == "fp8"
     s = run(specs).summary

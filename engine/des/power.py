@@ -1,0 +1,171 @@
+"""Device power, energy per iteration and the TDP-driven throttle of the discrete-event engine.
+
+Power of one device during an iteration of time x whose roofline-busy part is b (the pass's
+``StepModel`` roof: the sum of the operators' max(compute, memory), without the exposed
+communication, host overheads or stalls), at nominal clock:
+    P = P_idle + dP x b / x,   P_idle = idle x TDP,   dP = (peak_power_ratio - idle) x TDP
+(``idle`` = engine.analytical.idle_power_fraction). With peak_power_ratio = 1 this is the
+analytical engine's P = TDP (idle + (1 - idle) u), u = b / x (engine.analytical.energy), so the
+two engines' joules agree at low load. An iteration's energy is devices x (P_idle x + dP b); it
+is shared among the iteration's tokens (a prefill chunk's tokens, one per decoding sequence), so
+each request carries its prefill and decode joules.
+
+Throttle (``DesSpec.throttle``; the SimLLM seed: TDP is the threshold of sustained load above
+which the chip lowers its clock, which shows in the p99 tail): the limiter watches the power
+averaged over ``throttle_time_constant_s`` (exponential moving average E of the drawn power; idle gaps
+decay it towards P_idle). While E > TDP an iteration whose nominal power exceeds TDP runs at the
+clock f that brings its average power to TDP: the busy part stretches to b / f and the dynamic
+energy dP b stays (same work, same energy per operation at fixed voltage):
+    P_idle + dP b / (x - b + b / f) = TDP   ->   b / f = dP b / (TDP - P_idle) - (x - b)
+f is kept >= throttle_min_clock. The whole busy part stretches (memory-bound steps included: a first-order
+model; HBM clocks are not modelled separately). Each replica's devices have their own limiter.
+"""
+
+import numpy as np
+
+#: Per-sequence contexts at which a decode step's roof is probed for linearity (as run.decode_line).
+_PROBE_CTX = np.array([1.0, 64.0, 1024.0, 16384.0, 262144.0, 4194304.0])
+
+
+def roof_s(sm, T, n, LPp, LRp, LPd, Bd):
+    """Roofline-busy seconds of one pass (``StepModel.pass_time``'s roof, no comm or overheads)."""
+    att = sm.attention(LPp, LRp, T - Bd, LPd, Bd, T)
+    Tg = sm.graph_tokens(T, Bd)
+    return sm.roof(sm.operators(Tg, n + (Tg - T), *att))
+
+
+def roof_functions(sm):
+    """(one-iteration roof, decode-run roofs) with the step functions' signatures
+    (engine.des.run.step_functions): memoised per batch composition; a decode run's roofs from a
+    line in the attended positions when the probes prove it linear (convex piecewise-linear)."""
+    memo: dict = {}
+    lines: dict = {}
+
+    def one(T, n, chunks, nd, dctx):
+        key = (T, n, chunks, nd, dctx)
+        v = memo.get(key)
+        if v is None:
+            if len(memo) > 1_000_000:
+                memo.clear()
+            LPp = LRp = 0.0
+            for c, k in chunks:
+                p, r = sm.chunk_positions(c, k)
+                LPp += p
+                LRp += r
+            v = memo[key] = float(roof_s(sm, float(T), float(n), LPp, LRp,
+                                         sm.decode_positions(nd, float(dctx)), float(nd)))
+        return v
+
+    def at(B, P):
+        B = float(B)
+        return np.asarray(roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B), dtype=np.float64)
+
+    def run(B, P):
+        line = lines.get(B, 0)
+        if line == 0:
+            probe = float(B) * _PROBE_CTX
+            f = at(B, probe)
+            b = (f[-1] - f[0]) / (probe[-1] - probe[0])
+            a = f[0] - b * probe[0]
+            line = lines[B] = ((float(a), float(b), float(probe[-1]))
+                               if np.allclose(a + b * probe, f, rtol=1e-9, atol=0.0) else None)
+        if line is not None and P[-1] <= line[2]:
+            return line[0] + line[1] * P
+        return at(B, P)
+
+    return one, run
+
+
+class Power:
+    """One replica's devices: energy and the power limiter (module docstring)."""
+
+    def __init__(self, des, tdp_w: float, idle_fraction: float, devices: int):
+        self.devices = devices
+        self.tdp = tdp_w
+        self.p_idle = idle_fraction * tdp_w
+        self.dp = (des.peak_power_ratio - idle_fraction) * tdp_w
+        self.throttle = des.throttle and des.peak_power_ratio > 1.0
+        self.tau = des.throttle_time_constant_s
+        self.min_clock = des.throttle_min_clock
+        self.ema = self.p_idle          # averaged power of one device [W]
+        self.t_last = 0.0
+        # run totals
+        self.energy_j = 0.0
+        self.busy_s = 0.0
+        self.stretch_s = 0.0            # time added by the limiter
+        self.throttled_s = 0.0          # iteration time spent below nominal clock
+        self.ema_max = self.p_idle
+        self.run_s = 0.0                # time spent in iterations
+
+    def price(self, t0: float, x: np.ndarray, busy: np.ndarray):
+        """Iterations back to back from ``t0`` with nominal times ``x`` and busy parts ``busy``
+        [s] -> (times after the limiter, energy per iteration [J], limiter state per iteration
+        or None). Changes nothing: ``commit`` applies the iterations actually run."""
+        b = np.minimum(busy, x)
+        if not self.throttle:
+            return x, self.devices * (self.p_idle * x + self.dp * b), None
+        tdp, pi, dp, tau, fmin = self.tdp, self.p_idle, self.dp, self.tau, self.min_clock
+        e = self.p_idle + (self.ema - self.p_idle) * np.exp(-max(t0 - self.t_last, 0.0) / tau)
+        xs = np.array(x, dtype=np.float64)
+        ema = np.empty_like(xs)
+        xl, bl = xs.tolist(), b.tolist()
+        for i in range(len(xl)):
+            xi, bi = xl[i], bl[i]
+            if e > tdp and bi > 0 and pi + dp * bi / xi > tdp:
+                slow = dp * bi / (tdp - pi) - (xi - bi)        # b / f at the capped power
+                xi = xi - bi + min(slow, bi / fmin)
+                xs[i] = xi
+            p = pi + dp * bi / xi if xi > 0 else pi
+            e = p + (e - p) * np.exp(-xi / tau)
+            ema[i] = e
+        return xs, self.devices * (pi * xs + dp * b), (ema, xs - x)
+
+    def commit(self, j: int, t_end: float, x: np.ndarray, energy: np.ndarray, busy: np.ndarray, state) -> None:
+        """The first ``j`` priced iterations ran, ending at ``t_end``."""
+        self.energy_j += float(energy[:j].sum())
+        self.run_s += float(x[:j].sum())
+        self.busy_s += float(np.minimum(busy[:j], x[:j]).sum())
+        self.t_last = t_end
+        if state is not None:
+            ema, stretch = state
+            self.ema = float(ema[j - 1])
+            self.ema_max = max(self.ema_max, float(ema[:j].max()))
+            s = stretch[:j]
+            self.stretch_s += float(s.sum())
+            self.throttled_s += float(x[:j][s > 0].sum())
+
+
+def summary(powers: list, st, span_s: float, devices: int) -> dict:
+    """Run-wide energy figures: J per prefill token, per decode token, per request (means over
+    completed requests of their attributed joules), idle joules between iterations, mean power
+    per device, and what the limiter did."""
+    busy_e = sum(p.energy_j for p in powers)
+    idle_e = 0.0
+    for p in powers:       # devices idle at P_idle whenever the replica runs no iteration
+        idle_e += p.devices * p.p_idle * max(span_s - p.run_s, 0.0)
+    done = np.isfinite(st.completion)
+    epf, edc = st.energy_prefill_j, st.energy_decode_j
+    pf_tok = st.prefill_tokens
+    per_req = (epf + edc)[done]
+    out = dict(
+        energy_total_j=busy_e + idle_e,
+        energy_idle_j=idle_e,
+        energy_prefill_j_per_token=float(epf.sum()) / pf_tok if pf_tok else float("nan"),
+        energy_decode_j_per_token=(float(edc.sum()) / st.decode_tokens if st.decode_tokens
+                                   else float("nan")),
+        energy_j_per_request=float(per_req.mean()) if per_req.size else float("nan"),
+        energy_prefill_j_per_request=float(epf[done].mean()) if done.any() else float("nan"),
+        energy_decode_j_per_request=float(edc[done].mean()) if done.any() else float("nan"),
+        energy_j_per_output_token=busy_e / st.tokens_out if st.tokens_out else float("nan"),
+        power_w_per_gpu=(busy_e + idle_e) / span_s / devices if span_s > 0 else float("nan"),
+    )
+    out["energy_j_per_token"] = out["energy_decode_j_per_token"]
+    if any(p.throttle for p in powers):
+        ran = sum(p.run_s for p in powers)
+        out.update(throttle_stretch_s=sum(p.stretch_s for p in powers),
+                   throttled_fraction=sum(p.throttled_s for p in powers) / ran if ran else 0.0,
+                   power_ema_max_w=max(p.ema_max for p in powers))
+    return out
+
+
+__all__ = ["Power", "roof_functions", "roof_s", "summary"]

@@ -1,0 +1,143 @@
+"""Speculative decoding in the discrete-event engine (engine.analytical.specdec for the model).
+
+A pure decode iteration of B sequences becomes one speculative step: gamma draft passes (the
+draft model's or the MTP head's ``StepModel``; or a fixed fraction of a target step) plus one
+verify pass of B (gamma + 1) tokens. Each sequence then emits A tokens, drawn per step and per
+sequence from the acceptance model, A = min(Geometric(1 - alpha), gamma + 1) (seeded from
+``engine.des.seed``, its own stream), at most the tokens it still has to emit. Its KV grows by A;
+KV blocks are held for gamma lookahead positions beyond it (the verify writes gamma + 1 entries,
+the rejected ones are overwritten next step; vLLM's lookahead slots) and given back after the run.
+
+A run of k steps is planned at once (as plain decode runs): draws for k steps, the run ends at
+the first step where a sequence completes; step j's contexts are the sums of the tokens emitted
+before it. Iterations with prompt chunks (chunked prefill beside decodes) do not speculate: their
+decoding sequences emit one token (vLLM V0's rule); the draft prefills every prompt chunk too (its
+pass is added to the chunk's iteration), as the analytical engine adds it to TTFT.
+"""
+
+import numpy as np
+
+from engine.analytical import parallel, specdec
+from engine.analytical.step import StepModel
+
+
+def verify_time(sm: StepModel, B: float, q: float, ctx_sum):
+    """Seconds (and roofline-busy seconds) of one verify pass of B sequences with q query tokens
+    each, attending ``ctx_sum`` positions in all (floats or arrays). ``StepModel.pass_time`` with
+    q queries per sequence: dense operators, LM head and collectives on B q tokens (no CUDA-graph
+    padding), attention compute q x the attended positions, KV read once
+    (engine.analytical.decode with q = gamma + 1)."""
+    T = B * q
+    LP = sm.decode_positions(B, ctx_sum)
+    att_c, _ = sm.attention(0.0, 0.0, 0.0, q * LP, B, T)
+    _, att_m = sm.attention(0.0, 0.0, 0.0, LP, B, T)
+    roof = sm.roof(sm.operators(T, T, att_c, att_m))
+    t = (parallel.overlapped(roof, sm.comm_s(T), sm.overlap) + sm.step_overhead_s
+         + sm.per_token_overhead_s * T)
+    if sm.frontend_s_per_token:
+        t = np.maximum(t, T * sm.frontend_s_per_token)
+    return t, roof
+
+
+class Speculation:
+    """Prices and draws speculative steps for the replicas of one simulation."""
+
+    def __init__(self, specs, sm: StepModel, noise, seed: int):
+        sd = specs.analytical.spec_decode
+        self.gamma, self.alpha = sd.gamma, sd.acceptance
+        self.q = float(sd.gamma + 1)
+        self.sm, self.noise = sm, noise
+        self.frac = sd.draft_cost_fraction
+        dsp = specdec.draft_specs(specs)
+        self.sm_d = StepModel.from_specs(dsp) if dsp is not None else None
+        self.label = specdec.draft_label(specs)
+        self.rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x73706563]))
+        self.steps = 0
+        self.draft_tokens = 0
+        self.accepted = 0
+
+    def step_times(self, B: int, ctx_sum: np.ndarray):
+        """(seconds, roofline-busy seconds) of speculative steps of B sequences attending
+        ``ctx_sum`` positions in all (one entry per step); the noise hook applied to the time."""
+        B = float(B)
+        x, busy = verify_time(self.sm, B, self.q, ctx_sum)
+        from engine.des.power import roof_s
+        if self.sm_d is not None:
+            d = self.sm_d
+            x = x + self.gamma * np.asarray(d.time(B, B, decode_seqs=B, decode_ctx=ctx_sum))
+            busy = busy + self.gamma * roof_s(d, B, B, 0.0, 0.0, d.decode_positions(B, ctx_sum), B)
+        elif self.frac:
+            t = np.asarray(self.sm.time(B, B, decode_seqs=B, decode_ctx=ctx_sum))
+            x = x + self.gamma * self.frac * t
+            busy = busy + self.gamma * self.frac * roof_s(self.sm, B, B, 0.0, 0.0,
+                                                          self.sm.decode_positions(B, ctx_sum), B)
+        x = np.asarray(x, dtype=np.float64) * np.ones_like(ctx_sum, dtype=np.float64)
+        busy = np.asarray(busy, dtype=np.float64) * np.ones_like(x)
+        if self.noise is not None:
+            x = self.noise(x)
+        return x, busy
+
+    def prefill_extra(self, T: int, n: int, chunks: tuple):
+        """(seconds, busy seconds) the draft adds to an iteration with prompt ``chunks``
+        ((tokens, cached), ...): its own pass over them (0 for a fixed-fraction draft)."""
+        d = self.sm_d
+        if d is None or not chunks:
+            return 0.0, 0.0
+        LPp = LRp = 0.0
+        for c, k in chunks:
+            p, r = d.chunk_positions(c, k)
+            LPp += p
+            LRp += r
+        from engine.des.power import roof_s
+        return (float(d.pass_time(float(T), float(n), LPp, LRp, 0.0, 0.0)),
+                float(roof_s(d, float(T), float(n), LPp, LRp, 0.0, 0.0)))
+
+    def draw(self, k: int, n: int) -> np.ndarray:
+        """Tokens emitted by n sequences in k steps (k x n)."""
+        return specdec.draw_tokens(self.rng, self.alpha, self.gamma, (k, n))
+
+    def plan(self, rep, t: float):
+        """Plan a run of speculative decode steps on replica ``rep`` (all running sequences are
+        decoding); returns its end time (``Replica.decode_run`` with speculation)."""
+        from engine.des.replica import DecodeRun
+
+        g, bs, kv = self.gamma, rep.bs, rep.kv
+        n = rep.n
+        kmax = min(int(rep.left[:n].min()), rep.max_run)
+        for attempt in (0, 1):
+            left = rep.left[:n]
+            A = self.draw(kmax, n)
+            cum = np.cumsum(A, axis=0)
+            hit = (cum >= left).any(axis=1)
+            k = int(np.argmax(hit)) + 1 if hit.any() else kmax
+            cum = np.minimum(cum[:k], left)
+            blk = rep.blocks[:n]
+            newb = -(-(rep.ctx[:n] + cum[-1] + g - rep.cached[:n]) // bs)
+            need = int(np.maximum(newb - blk, 0).sum())
+            if need <= kv.avail():
+                break
+            if attempt:
+                raise RuntimeError("speculative decoding: no KV room after preemption")  # pragma: no cover
+            rep.make_room(2 * g + 1)      # room for one step (A <= gamma + 1) + lookahead
+            n = rep.n
+            if not n:
+                return rep.plan(t)
+            kmax = 1
+        if need:
+            kv.take(need)
+            np.maximum(blk, newb, out=blk)
+        base = float(rep.ctx[:n].sum() + n)
+        P = base + np.concatenate(([0.0], cum[:-1].sum(axis=1).astype(np.float64)))
+        x, busy = self.step_times(n, P)
+        if kv.pending_s:
+            x[0] += kv.take_pending()
+        x, energy, pstate = rep.price_power(t, x, busy)
+        cumt = np.cumsum(x)
+        self.steps += k
+        self.draft_tokens += k * n * g
+        rep.run = DecodeRun(t, cumt, k, kv.used, bool(hit.any()), x, emit=cum, busy=busy,
+                            energy=energy, pstate=pstate)
+        return t + float(cumt[-1])
+
+
+__all__ = ["Speculation", "verify_time"]
