@@ -10,6 +10,7 @@ from engine.result import RunResult
 
 SUMMARY = "summary.json"
 TABLE = "table.parquet"
+TABLE_CSV = "table.csv"
 ASSUMPTIONS = "assumptions.md"
 CONFIG = "config.yaml"
 ERROR = "error.txt"
@@ -34,12 +35,18 @@ def _jsonable(v):
 
 
 def write_result(job_dir: Path, result: RunResult, resolved_yaml: str, meta: dict) -> list[Path]:
-    """Write summary.json, table.parquet, assumptions.md and config.yaml into ``job_dir``."""
+    """Write summary.json, table.parquet (table.csv when the result asks for csv:
+    engine.des.output_format), assumptions.md and config.yaml into ``job_dir``."""
     job_dir.mkdir(parents=True, exist_ok=True)
     summary = {k: _jsonable(v) for k, v in result.summary.items()}
     doc = {"summary": summary, **meta}
-    paths = [job_dir / SUMMARY, job_dir / TABLE, job_dir / ASSUMPTIONS, job_dir / CONFIG]
-    _atomic_write(paths[1], lambda p: result.table.write_parquet(p))
+    csv = getattr(result, "table_format", "parquet") == "csv"
+    paths = [job_dir / SUMMARY, job_dir / (TABLE_CSV if csv else TABLE), job_dir / ASSUMPTIONS, job_dir / CONFIG]
+    if csv:     # one row per request like the SimLLM seed's results/q512.csv; list columns ';'-joined
+        from engine.des.extras import csv_table
+        _atomic_write(paths[1], lambda p: csv_table(result.table).write_csv(p))
+    else:
+        _atomic_write(paths[1], lambda p: result.table.write_parquet(p))
     _atomic_write(paths[2], lambda p: Path(p).write_text(result.assumptions_markdown()))
     _atomic_write(paths[3], lambda p: Path(p).write_text(resolved_yaml))
     # summary.json last: its presence marks a complete job directory.

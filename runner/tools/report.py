@@ -190,12 +190,17 @@ def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple],
 
 
 def load_tables(uri: str, df: pl.DataFrame, tmp: Path) -> dict[str, pl.DataFrame]:
-    """Each run's ``table.parquet`` artifact (runs without one are left out)."""
+    """Each run's ``table.parquet`` (or ``table.csv``, engine.des.output_format=csv) artifact
+    (runs without one are left out)."""
     out = {}
     for rid in df["run_id"].to_list():
         p = runs.artifact(uri, rid, "table.parquet", tmp / rid)
         if p is not None:
             out[rid] = pl.read_parquet(p)
+            continue
+        p = runs.artifact(uri, rid, "table.csv", tmp / rid)
+        if p is not None:
+            out[rid] = pl.read_csv(p)
     return out
 
 
