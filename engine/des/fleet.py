@@ -225,7 +225,11 @@ class Fleet:
                 self.draining.remove(r)
                 self.billed_s += t - self.bill_start.pop(r.idx)
                 if self.make_cache is not None and r.kv.prefix is not None:
-                    r.kv.prefix = self.make_cache()
+                    old, new = r.kv.prefix, self.make_cache()    # empty, counters carried on
+                    new.evictions = old.evictions
+                    if old.tiered:
+                        new.hit_entries, new.demotions, new.dropped = old.hit_entries, old.demotions, old.dropped
+                    r.kv.prefix = new
                 r.kv.free = r.kv.total
                 self.idle.append(r)
 
