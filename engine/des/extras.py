@@ -11,8 +11,10 @@ memory-bandwidth efficiency 1), roofline (no kernel tables), no host overheads:
     decode_lb_ms   one decode step at the simulated mean batch and mean mid-decode context
                    (engine.analytical.decode.tpot): the weights + KV bytes over peak HBM bandwidth
                    when memory-bound
-    prefill_lb_ratio = mean TTFT / mean prefill_lb_ms;   decode_lb_ratio = mean TPOT / decode_lb_ms
-over completed requests (queueing included, as the seed's check). With speculative decoding a
+    prefill_lb_ratio = mean TTFT / mean prefill_lb_ms (queueing included, as the seed's check);
+    prefill_service_lb_ratio = mean (TTFT - queueing) / mean prefill_lb_ms (from first admission);
+    decode_lb_ratio = mean TPOT / decode_lb_ms
+over completed requests. With speculative decoding a
 TPOT below the one-token bound (ratio < 1) is the speculation's gain.
 """
 
@@ -92,6 +94,8 @@ def summary(specs, feats: dict, st, table: pl.DataFrame, s: dict, span_s: float,
         lb = prefill_lb_s(specs, st.prompt[done]) * 1e3
         out["prefill_lb_ms"] = float(lb.mean())
         out["prefill_lb_ratio"] = float(np.mean(table["ttft_ms"].to_numpy()[done]) / lb.mean())
+        svc = table["ttft_ms"].to_numpy()[done] - table["queueing_ms"].to_numpy()[done]
+        out["prefill_service_lb_ratio"] = float(np.nanmean(svc) / lb.mean())
         tp = table["tpot_ms"].to_numpy()[done]
         tp = tp[np.isfinite(tp)]
         if tp.size:

@@ -19,12 +19,23 @@ Quick simulator configs (seed document 000, sec. 3.2) carry only::
 - ``kv_cache_capacity_gb`` is not an input: the engine derives KV capacity as (HBM - weights -
   activations - reserve) x kv_usable_fraction; the import compares the sheet's figure with the
   same rule, (capacity - weights) x 0.9;
-- workload fields become suggested ``workload.*`` overrides; trace / preemption are not used by the
-  analytical engine.
+- workload fields become suggested ``workload.*`` overrides for the analytical engine; for the
+  discrete-event engine the scheduler and workload sections are imported whole
+  (``SimpleImport.workload_fields`` -> conf/workload/NAME.yaml, ``des_overrides``):
+    scheduler.max_batch_size         -> engine.des.max_num_seqs (and workload.batch_size)
+    scheduler.preemption true/false  -> engine.des.preemption=recompute / scheduler=orca + none
+    scheduler.kv_cache_capacity_gb   -> engine.des.num_kv_blocks = floor(GB x 1e9 / (KV bytes per
+                                        token x 16)), block_size 16 (the sheet's KV room, not derived)
+    workload.max_concurrent_requests -> a closed loop of that many users (workload.concurrency),
+                                        4 requests per user unless a trace gives the requests
+    workload.input_len_p50 / output_len_p50 -> fixed prompt / output lengths at those medians
+    workload.trace                   -> workload.trace.path when the file exists next to the
+                                        config (else stated and the synthetic closed loop used).
 """
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine.ingest.hwcsv import HardwareSheet, _yaml_str, read_sheet
 
@@ -77,6 +88,27 @@ class SimpleImport:
     model_notes: dict
     assumptions: list = field(default_factory=list)
     overrides: list = field(default_factory=list)
+    #: the workload section as a conf/workload option (empty when the config has none)
+    workload_fields: dict = field(default_factory=dict)
+    #: engine.des.* overrides from the scheduler section
+    des_overrides: list = field(default_factory=list)
+
+    def workload_yaml(self, command: str = "") -> str:
+        lines = [f"# {self.workload_fields['name']}: the workload section of a simple spec-sheet config"
+                 + (f", imported by `{command}`" if command else ""), "defaults:", "  - workload_schema"]
+        for k, v in self.workload_fields.items():
+            if isinstance(v, dict):
+                lines.append(f"{k}:")
+                lines += [f"  {kk}: {_yaml_str(vv) if isinstance(vv, str) else vv}" for kk, vv in v.items()]
+            else:
+                lines.append(f"{k}: {_yaml_str(v) if isinstance(v, str) else v}")
+        return "\n".join(lines) + "\n"
+
+    def des_command(self, hardware: str, model: str) -> str:
+        """The discrete-event run of the whole config."""
+        wl = [f"workload={self.workload_fields['name']}"] if self.workload_fields else []
+        return " ".join(["simllm", "engine=des", f"hardware={hardware}", f"model={model}", *wl,
+                         *self.des_overrides])
 
     def model_yaml(self, command: str = "") -> str:
         f = self.model_fields
@@ -196,6 +228,73 @@ def import_simple(cfg: dict, name: str, path: str = "simple.yaml", *, references
                      ("scheduler", "preemption"), ("scheduler", "max_batch_size")):
         if key in c[sec]:
             ma.append(f"{sec}.{key} = {c[sec][key]!r}: not used by the analytical engine (batch comes from "
-                      "workload.batch_size)")
+                      "workload.batch_size); the DES run takes it (des_command)")
+    wf, des = _des_sections(c, fields_, name, path, ma)
     return SimpleImport(hardware=sheet, model_fields=fields_, model_notes=notes, assumptions=ma,
-                        overrides=overrides)
+                        overrides=overrides, workload_fields=wf, des_overrides=des)
+
+
+#: KV page of the imported DES config (block_size) [tokens]
+DES_BLOCK = 16
+#: requests per closed-loop user when no trace gives the requests
+REQUESTS_PER_USER = 4
+
+
+def _des_sections(c: dict, model_fields: dict, name: str, path: str, notes: list):
+    """(workload option fields, engine.des overrides) of the scheduler and workload sections
+    (module docstring); ``notes`` gets what was assumed."""
+    sch, wl = c["scheduler"], c["workload"]
+    des = []
+    if "max_batch_size" in sch:
+        des.append(f"engine.des.max_num_seqs={int(_num('scheduler', 'max_batch_size', sch['max_batch_size']))}")
+    if "preemption" in sch:
+        p = sch["preemption"]
+        if not isinstance(p, bool):
+            raise SimpleConfigError(f"scheduler.preemption = {p!r}: expected true or false")
+        des += (["engine.des.preemption=recompute"] if p else
+                ["engine.des.scheduler=orca", "engine.des.preemption=none"])
+        notes.append("scheduler.preemption " + ("true -> recompute (vLLM's default)" if p else
+                     "false -> orca's prompt + output reservation, which never preempts"))
+    if "kv_cache_capacity_gb" in sch:
+        from engine.analytical.memory import kv_bytes_per_token
+        from engine.spec import ModelSpec
+
+        known = set(ModelSpec.__dataclass_fields__)
+        kvpt = kv_bytes_per_token(ModelSpec(**{k: v for k, v in model_fields.items() if k in known}))
+        gb = _num("scheduler", "kv_cache_capacity_gb", sch["kv_cache_capacity_gb"])
+        blocks = int(gb * 1e9 // (kvpt * DES_BLOCK))
+        des += [f"engine.des.block_size={DES_BLOCK}", f"engine.des.num_kv_blocks={blocks}"]
+        notes.append(f"DES: kv_cache_capacity_gb {gb:g} -> {blocks} blocks of {DES_BLOCK} tokens "
+                     f"({kvpt / 1e3:g} kB of KV per token), the sheet's figure instead of the derived one")
+    if not wl:
+        return {}, des
+    wname = str(name).replace("-", "_").replace(".", "_")
+    wf = {"name": wname}
+    if "input_len_p50" in wl:
+        wf["prompt_len"] = int(_num("workload", "input_len_p50", wl["input_len_p50"]))
+    if "output_len_p50" in wl:
+        wf["output_len"] = int(_num("workload", "output_len_p50", wl["output_len_p50"]))
+    for k, d in (("prompt_len", 512), ("output_len", 128)):
+        if k not in wf:
+            wf[k] = d
+            notes.append(f"workload: no {k} median given, {d} assumed")
+    if "max_batch_size" in sch:
+        wf["batch_size"] = int(_num("scheduler", "max_batch_size", sch["max_batch_size"]))
+    trace = wl.get("trace")
+    found = None
+    if trace:
+        cand = Path(str(trace))
+        cand = cand if cand.is_absolute() else Path(path).parent / cand
+        found = cand if cand.is_file() else None
+        notes.append(f"workload.trace {trace}: " + (f"read from {found}" if found else
+                     "not found next to the config; the synthetic closed loop below stands in"))
+    if "max_concurrent_requests" in wl:
+        users = int(_num("workload", "max_concurrent_requests", wl["max_concurrent_requests"]))
+        wf.update(arrival="closed_loop", concurrency=users)
+        if not found:
+            wf["num_requests"] = REQUESTS_PER_USER * users
+            notes.append(f"workload: max_concurrent_requests {users} -> a closed loop of {users} users, "
+                         f"{REQUESTS_PER_USER} requests each, no think time; lengths fixed at the p50s")
+    if found:
+        wf["trace"] = {"path": str(found)}
+    return wf, des

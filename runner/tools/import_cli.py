@@ -178,7 +178,11 @@ def _cmd_simple(a) -> None:
     imp.model_fields["name"] = a.name
     _write(conf / "hardware" / f"{a.name}.yaml", imp.hardware.yaml_text(cmd), a.force)
     _write(conf / "model" / f"{a.name}.yaml", imp.model_yaml(cmd), a.force)
+    if imp.workload_fields:      # the scheduler + workload sections: a DES run of the whole config
+        imp.workload_fields["name"] = a.name
+        _write(conf / "workload" / f"{a.name}.yaml", imp.workload_yaml(cmd), a.force)
     print("run:", " ".join(["simllm", f"hardware={a.name}", f"model={a.name}", *imp.overrides]))
+    print("run (DES):", imp.des_command(a.name, a.name))
 
 
 def build_parser() -> argparse.ArgumentParser:

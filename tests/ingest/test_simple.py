@@ -84,3 +84,47 @@ def test_simple_command_writes_both_configs(tmp_path, capsys):
     assert (tmp_path / "conf" / "model" / "jal_simple.yaml").exists()
     out = capsys.readouterr().out
     assert "simllm hardware=jal_simple model=jal_simple workload.prompt_len=512 workload.output_len=128" in out
+
+
+def test_seed_yaml_imported_whole_for_the_des(cfg_of, tmp_path, capsys):
+    """The scheduler and workload sections become a DES config: max_batch_size -> max_num_seqs,
+    preemption true -> recompute, kv_cache_capacity_gb 160 -> 160e9 / (KV per token x 16) blocks
+    with Llama-2-7B's KV (32 layers x 32 KV heads x 128 x 2 (K, V) x 2 B = 524,288 B/token):
+    19073 blocks; 256 concurrent users -> a closed loop; the missing trace is stated."""
+    from runner.schema import WorkloadSchema
+    from engine.des import simulate
+
+    imp = import_simple(SEED, "jal_seed", references=REFS)
+    assert imp.des_overrides == ["engine.des.max_num_seqs=128", "engine.des.preemption=recompute",
+                                 "engine.des.block_size=16", "engine.des.num_kv_blocks=19073"]
+    w = imp.workload_fields
+    assert (w["arrival"], w["concurrency"], w["prompt_len"], w["output_len"]) == ("closed_loop", 256, 512, 128)
+    assert any("arxiv_sample.json" in a and "not found" in a for a in imp.assumptions)
+    cmd = imp.des_command("jal_seed", "jal_seed")
+    assert cmd.startswith("simllm engine=des hardware=jal_seed model=jal_seed workload=jal_seed ")
+    # the imported config runs in the DES with the sheet's KV blocks and batch limit
+    cfg = cfg_of("engine=des", *imp.des_overrides)
+    cfg.hardware = _node(HardwareSchema, imp.hardware.yaml_text())
+    cfg.model = _node(ModelSchema, imp.model_yaml())
+    cfg.workload = _node(WorkloadSchema, imp.workload_yaml())
+    cfg.workload.num_requests = 300
+    specs = specs_from_config(cfg)
+    r = simulate(specs).result.summary
+    assert r["kv_blocks"] == 19073 and r["num_completed"] == 300
+    assert r["batch_size_mean"] <= 128
+    # the CLI writes the workload option and prints the DES command
+    for d in ("hardware", "model", "workload"):
+        (tmp_path / d).mkdir()
+    src = tmp_path / "seed.yaml"
+    import yaml
+    src.write_text(yaml.safe_dump(SEED))
+    import_main(["simple", str(src), "--name", "jal_seed", "--conf-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "run (DES): simllm engine=des hardware=jal_seed model=jal_seed workload=jal_seed" in out
+    assert (tmp_path / "workload" / "jal_seed.yaml").is_file()
+
+
+def test_seed_yaml_bad_preemption_names_the_key():
+    bad = {**SEED, "scheduler": {**SEED["scheduler"], "preemption": "sometimes"}}
+    with pytest.raises(SimpleConfigError, match="scheduler.preemption"):
+        import_simple(bad, "x", references=REFS)
