@@ -6,9 +6,11 @@ SloSpec      the service-level objectives: a percentile ``percentile`` of TTFT, 
 RuleSpec     one DES measurement at one arrival rate (the stability rule, ``probe``): start with
              ``requests`` requests, drop the ones arriving in the first ``warmup_fraction`` of the
              stream, decide pass/fail when the ``confidence`` binomial interval of the fraction of
-             requests meeting each threshold lies entirely on one side of the percentile; while
-             it straddles it, double the requests up to ``max_requests``, then decide on the point
-             estimate (flagged).
+             requests meeting each threshold lies entirely on one side of the percentile, and a
+             pass also needs the measured span to last ``min_span_e2e`` x the mean E2E latency of
+             the measured requests (a queue that grows slowly past capacity shows only in runs
+             long against a request's residence time); otherwise double the requests up to
+             ``max_requests``, then decide on the point estimate (flagged).
 SearchSpec   the root-finder: bisection on log(rate) until hi / lo <= 1 + precision; the first
              probe at the analytical estimate x ``initial_ratio`` (later waves: x the median
              found / estimate ratio of the candidates already searched), brackets grown or shrunk
@@ -69,9 +71,10 @@ class SloSpec:
 @dataclass(frozen=True)
 class RuleSpec:
     requests: int = 1000
-    max_requests: int = 4000
+    max_requests: int = 8000
     warmup_fraction: float = 0.1
     confidence: float = 0.95
+    min_span_e2e: float = 10.0
 
     def check(self, g="plan.rule"):
         _pos(f"{g}.requests", self.requests, integer=True)
@@ -84,6 +87,7 @@ class RuleSpec:
             raise SpecError(f"{g}.warmup_fraction", self.warmup_fraction, "a fraction in [0, 0.9)")
         if not (isinstance(self.confidence, (int, float)) and 0.5 <= self.confidence < 1.0):
             raise SpecError(f"{g}.confidence", self.confidence, "a probability in [0.5, 1)")
+        _pos(f"{g}.min_span_e2e", self.min_span_e2e, zero=True)
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,9 @@ def compose_candidates(overrides: list[str]):
         try:
             per_hw[hw] = _compose(overrides + [f"hardware={hw}"])
         except Exception as e:  # noqa: BLE001 - Hydra's "Could not find 'hardware/x'"
-            raise SpecError("plan.space.hardware", hw, f"a conf/hardware option ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0]})") from None
+            if "hardware/" not in str(e):
+                raise
+            raise SpecError("plan.space.hardware", hw, "an option of conf/hardware") from None
     cands, dropped = enumerate_candidates(plan.space, specs_from_config(base), plan.device_budget)
     out = []
     for c in cands:
@@ -325,14 +326,18 @@ def plan_search(overrides: list[str], launch: list[str], out_dir: Path, quiet: b
     ratios, best, k = [], 0.0, 0
     from tqdm import tqdm
 
-    bar = tqdm(total=len(todo), unit="cand", desc="simllm-plan", disable=quiet, mininterval=0.5,
+    bar = tqdm(total=len(todo), unit="cand", desc="simllm-plan", disable=quiet, mininterval=1.0,
                file=sys.stderr)
     runs_total = [0]
 
+    last = [None]
+
     def progress(new_runs, done):
         runs_total[0] += new_runs
-        bar.set_postfix_str(f"{runs_total[0]} DES runs, wave {k}: {done} done", refresh=False)
-        bar.update(0)
+        text = f"{runs_total[0]} DES runs, wave {k}: {done} done"
+        if text != last[0]:
+            last[0] = text
+            bar.set_postfix_str(text)
 
     while todo:
         k += 1
