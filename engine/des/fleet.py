@@ -31,6 +31,8 @@ draining replicas come back first (at once), then new ones are requested and ser
 provision_delay_s (billed from the request, as clouds bill). Below active: the newest active
 replicas stop receiving requests and drain; a drained replica stops being billed at the first
 tick (time-series or autoscaler) that finds it empty, and comes back with an empty cache.
+Scale-down uses the highest recommendation of the last autoscale_stabilization_s (Kubernetes
+HPA's scale-down stabilization), so a replica is not released in a short lull.
 Cost = replica-hours x devices per replica x price_per_hour.
 """
 
@@ -74,6 +76,7 @@ class Fleet:
         self._t_prev_scale = 0.0
         self._t_prev_sample = 0.0
         self.peak_active = n_active
+        self._recs: deque = deque()       # (t, recommended replicas) of the stabilization window
 
     # ------------------------------------------------------------ signals
     def _snapshot(self, t):
@@ -262,6 +265,12 @@ class Fleet:
         self._t_prev_scale = t
         hi = d.autoscale_max or len(self.pool)
         want = min(max(math.ceil(n * sig / d.autoscale_target - 1e-9), d.autoscale_min), hi)
+        # scale-down stabilization: the highest recommendation of the last window
+        recs = self._recs
+        recs.append((t, want))
+        while recs and recs[0][0] < t - d.autoscale_stabilization_s:
+            recs.popleft()
+        down_to = max(w for _, w in recs)
         pend = len(self.provisioning)
         ready_at = None
         if want > n + pend:
@@ -280,8 +289,8 @@ class Fleet:
                 k -= 1
                 self._note(t, -1, "scale_up", r.idx)
             self.scale_events += 1
-        elif want < n and not pend:
-            for _ in range(n - want):
+        elif down_to < n and not pend:
+            for _ in range(n - down_to):
                 r = self.active.pop()
                 self.draining.append(r)
                 self._note(t, -1, "scale_down", r.idx)

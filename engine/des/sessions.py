@@ -1,6 +1,9 @@
 """Workload transforms of the cluster features: traffic shapes, multi-turn sessions, reasoning
 outputs (``DesSpec`` traffic_*, session_*, reasoning_*; all off by default).
 
+Inter-arrival law (arrival_dist, arrival_cv): the open-loop gaps are drawn again (Poisson, gamma,
+Weibull) at the stream's mean rate (``redraw_gaps``), before the traffic shape warps them.
+
 Each takes a RequestStream and returns a new one (the caller's is untouched), drawing from
 ``des.seed`` sub-streams (so switching one on does not move the workload's own draws).
 
@@ -88,6 +91,21 @@ def shape_arrivals(arrival_s: np.ndarray, des) -> np.ndarray:
     return out + t_first
 
 
+def redraw_gaps(arrival_s: np.ndarray, des, rng: np.random.Generator) -> np.ndarray:
+    """The open-loop arrivals with their gaps drawn again from ``des.arrival_dist`` at the same
+    mean rate (n - 1) / span and coefficient of variation ``des.arrival_cv`` (the project's one
+    arrivals generator, engine.des.workload.arrivals), in the original order of the requests."""
+    from engine.des.workload import arrivals
+
+    a = np.asarray(arrival_s, dtype=np.float64)
+    order = np.argsort(a, kind="stable")
+    span = float(a[order[-1]] - a[order[0]])
+    rate = (len(a) - 1) / span if span > 0 else 1.0
+    out = np.empty_like(a)
+    out[order] = a[order[0]] + arrivals(des.arrival_dist, len(a), rate, des.arrival_cv, rng=rng)
+    return out
+
+
 def apply_reasoning(stream: RequestStream, des, rng: np.random.Generator) -> RequestStream:
     """``reasoning_fraction`` of the requests get outputs x ``reasoning_output_scale``."""
     if not des.reasoning_fraction or des.reasoning_output_scale == 1:
@@ -157,7 +175,8 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
 def transform(stream: RequestStream, des) -> RequestStream:
     """All workload transforms of ``des`` in order: reasoning outputs, traffic shape (on the
     session starts, i.e. the open-loop arrivals), sessions. Identity when all are off."""
-    if not (des.reasoning_fraction or des.traffic_shape != "none" or des.session_turns):
+    if not (des.reasoning_fraction or des.traffic_shape != "none" or des.session_turns
+            or des.arrival_dist != "none"):
         return stream
     if stream.users and (des.session_turns or des.traffic_shape != "none"):
         from engine.errors import SpecError
@@ -165,8 +184,11 @@ def transform(stream: RequestStream, des) -> RequestStream:
                         des.session_turns or des.traffic_shape,
                         "an open-loop workload (sessions and traffic shapes warp arrival times; "
                         "workload.arrival=closed_loop has none)")
-    r_reason, r_sess = (np.random.default_rng(s) for s in np.random.SeedSequence([des.seed, 17]).spawn(2))
+    r_reason, r_sess, r_gap = (np.random.default_rng(s)
+                               for s in np.random.SeedSequence([des.seed, 17]).spawn(3))
     stream = apply_reasoning(stream, des, r_reason)
+    if des.arrival_dist != "none" and len(stream) > 1:
+        stream = replace(stream, arrival_s=redraw_gaps(stream.arrival_s, des, r_gap))
     if des.traffic_shape != "none":
         arr = shape_arrivals(stream.arrival_s, des)
         keep = np.isfinite(arr)
@@ -179,4 +201,4 @@ def transform(stream: RequestStream, des) -> RequestStream:
     return sessionize(stream, des, r_sess)
 
 
-__all__ = ["rate_profile", "shape_arrivals", "sessionize", "apply_reasoning", "transform"]
+__all__ = ["rate_profile", "shape_arrivals", "sessionize", "apply_reasoning", "redraw_gaps", "transform"]

@@ -72,6 +72,9 @@ class DesSpec:
         The per-request table keeps every request (column ``measured`` marks the window).
 
     Cluster scale (engine.des.fleet, engine.des.tiers, engine.des.sessions; all off by default):
+    arrival_dist: none | poisson | gamma | weibull: the open-loop stream's gaps drawn again from
+        that law with the stream's mean gap and coefficient of variation arrival_cv
+        (engine.des.workload.arrivals), before the traffic shape;
     traffic_shape: none | diurnal (rate x 1 + a sin(2 pi (t - start) / period - pi/2), a from
         traffic_peak_ratio = peak / trough) | spike (rate x peak_ratio during [start, start + len))
         | ramp (rate rises linearly from 1/peak_ratio to 1 x over [start, start + len)) | drain
@@ -98,7 +101,9 @@ class DesSpec:
         priority class >= shed_priority are rejected (0 = never);
     autoscale: none | utilisation (busy fraction) | queue (outstanding per replica) against
         autoscale_target, every autoscale_interval_s, between autoscale_min and autoscale_max
-        replicas; a new replica serves after provision_delay_s; scale-down drains a replica;
+        replicas; a new replica serves after provision_delay_s; scale-down drains a replica, to
+        the highest recommendation of the last autoscale_stabilization_s (Kubernetes HPA's
+        scale-down stabilization window, default 300 s there too; 0 = none);
         price_per_hour: USD per device-hour (0 = hardware.price_per_hour);
     timeseries_s: window of the load/queue/KV/replica time series (0 = none; frames["timeseries"]);
     class_slo_ttft_ms / class_slo_tpot_ms: per priority class SLOs (empty = slo_*_ms);
@@ -136,6 +141,8 @@ class DesSpec:
     think_time_dist: str = "fixed"
     warmup_s: float = 0.0
     exclude_drain: bool = False
+    arrival_dist: str = "none"
+    arrival_cv: float = 1.0
     traffic_shape: str = "none"
     traffic_period_s: float = 86400.0
     traffic_peak_ratio: float = 1.0
@@ -166,6 +173,7 @@ class DesSpec:
     autoscale_target: float = 0.7
     autoscale_interval_s: float = 30.0
     provision_delay_s: float = 180.0
+    autoscale_stabilization_s: float = 300.0
     price_per_hour: float = 0.0
     timeseries_s: float = 0.0
     class_slo_ttft_ms: tuple = param((), config_type=list)
@@ -229,6 +237,8 @@ class DesSpec:
         if not isinstance(self.exclude_drain, bool):
             raise SpecError(f"{g}.exclude_drain", self.exclude_drain, "true or false")
         one_of(g, "traffic_shape", self.traffic_shape, TRAFFIC_SHAPES)
+        one_of(g, "arrival_dist", self.arrival_dist, ("none", "poisson", "gamma", "weibull"))
+        positive(g, "arrival_cv", self.arrival_cv)
         one_of(g, "autoscale", self.autoscale, AUTOSCALE)
         positive(g, "traffic_period_s", self.traffic_period_s)
         if not self.traffic_peak_ratio >= 1:
@@ -236,7 +246,7 @@ class DesSpec:
         for f in ("traffic_start_s", "traffic_len_s", "session_think_s", "client_rtt_ms", "timeout_s",
                   "kv_host_gb", "kv_host_bandwidth_gb_s", "kv_disk_gb", "w_prefix", "w_queue", "w_kv",
                   "w_tokens", "signal_delay_s", "shed_outstanding", "autoscale_interval_s",
-                  "provision_delay_s", "price_per_hour", "timeseries_s"):
+                  "provision_delay_s", "autoscale_stabilization_s", "price_per_hour", "timeseries_s"):
             non_negative(g, f, getattr(self, f))
         positive(g, "kv_disk_bandwidth_gb_s", self.kv_disk_bandwidth_gb_s)
         if self.traffic_shape in ("spike", "ramp", "drain") and self.traffic_len_s <= 0:
@@ -311,7 +321,7 @@ class DesSpec:
     @property
     def cluster_features(self) -> bool:
         """Any of the cluster-scale features on (engine.des.fleet runs the extra bookkeeping)."""
-        return bool(self.traffic_shape != "none" or self.session_turns or self.reasoning_fraction
+        return bool(self.traffic_shape != "none" or self.arrival_dist != "none" or self.session_turns or self.reasoning_fraction
                     or self.max_model_len or self.client_rtt_ms or self.timeout_s or self.kv_host_gb
                     or self.kv_disk_gb or self.router == "weighted" or self.signal_delay_s
                     or self.shed_outstanding or self.autoscale != "none" or self.timeseries_s

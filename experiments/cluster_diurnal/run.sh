@@ -5,7 +5,8 @@
 # hardware.host_bandwidth), SLO TTFT 2 s / TPOT 100 ms, price 3 USD per GPU-hour (an assumed
 # on-demand price, given on the command line). Two pools: autoscaled (queue target 10
 # outstanding per replica, 1..4 replicas, 60 s interval, 180 s provisioning) and fixed at 3
-# replicas (sized for the peak). Job dirs under $OUT (default /tmp/cluster_diurnal).
+# replicas (sized for the peak); POOLS picks (autoscaled_nostab: no scale-down stabilization).
+# Job dirs under $OUT (default /tmp/cluster_diurnal).
 set -euo pipefail
 OUT=${OUT:-/tmp/cluster_diurnal}
 COMMON=(engine=des model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
@@ -14,7 +15,16 @@ COMMON=(engine=des model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload
   engine.des.traffic_shape=diurnal engine.des.traffic_peak_ratio=4 engine.des.traffic_period_s=86400
   engine.des.session_turns=3 engine.des.session_think_s=30 engine.des.prefix_caching=true
   engine.des.kv_host_gb=256 engine.des.router=weighted engine.des.timeseries_s=10)
-simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue engine.des.autoscale_target=10 \
-  engine.des.autoscale_min=1 engine.des.autoscale_max=4 engine.des.autoscale_interval_s=60 \
-  engine.des.provision_delay_s=180 hydra.run.dir="$OUT/autoscaled"
-simllm "${COMMON[@]}" engine.des.replicas=3 hydra.run.dir="$OUT/fixed3"
+POOLS=${POOLS:-autoscaled fixed3}
+for pool in $POOLS; do
+  case $pool in
+    autoscaled) simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue \
+        engine.des.autoscale_target=10 engine.des.autoscale_min=1 engine.des.autoscale_max=4 \
+        engine.des.autoscale_interval_s=60 engine.des.provision_delay_s=180 hydra.run.dir="$OUT/autoscaled" ;;
+    autoscaled_nostab) simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue \
+        engine.des.autoscale_target=10 engine.des.autoscale_min=1 engine.des.autoscale_max=4 \
+        engine.des.autoscale_interval_s=60 engine.des.provision_delay_s=180 \
+        engine.des.autoscale_stabilization_s=0 hydra.run.dir="$OUT/autoscaled_nostab" ;;
+    fixed*) simllm "${COMMON[@]}" engine.des.replicas=${pool#fixed} hydra.run.dir="$OUT/$pool" ;;
+  esac
+done

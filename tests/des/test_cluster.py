@@ -185,3 +185,18 @@ def test_tiers_need_prefix_caching(specs_with):
     with pytest.raises(SpecError, match="counterfactual"):
         simulate(specs_with(num_requests=4, arrival="poisson", rate_rps=1.0),
                  DesSpec(counterfactual="bogus=1"))
+
+
+@pytest.mark.parametrize("kind, cv", [("weibull", 2.0), ("weibull", 0.5), ("gamma", 3.0)])
+def test_redrawn_gaps_keep_the_mean_rate_and_have_the_asked_cv(kind, cv):
+    from engine.des.sessions import redraw_gaps
+    from engine.des.workload import weibull_shape
+
+    # Weibull cv 1 is the exponential (k = 1); at k = 0.5, G(5)/G(3)^2 - 1 = 24/4 - 1 = 5 (cv 2.236)
+    assert weibull_shape(1.0) == pytest.approx(1.0, abs=1e-9)
+    assert weibull_shape(5 ** 0.5) == pytest.approx(0.5, abs=1e-9)
+    a = np.arange(200_001, dtype=float) * 0.1          # mean gap 0.1 s
+    t = redraw_gaps(a, DesSpec(arrival_dist=kind, arrival_cv=cv), np.random.default_rng(3))
+    g = np.diff(np.sort(t))
+    assert g.mean() == pytest.approx(0.1, rel=0.02)
+    assert g.std() / g.mean() == pytest.approx(cv, rel=0.05)
