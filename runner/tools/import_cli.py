@@ -5,6 +5,7 @@
     simllm-import hfconfig path/to/config.json --name qwen3_32b             # -> conf/model/qwen3_32b.yaml
     simllm-import simple study.yaml --name jalapeno_simple                  # -> conf/hardware + conf/model
     simllm-import hbm --stacks 5 --bus-width 1024 --gbps-per-pin 5.2        # HBM bandwidth from the interface
+    simllm-import inference-perf ip.yaml --out trace.jsonl                  # inference-perf workload -> DES trace
     simllm-import hbm --generation hbm4 --stacks 8 --write-sheet jalapeno   # ... into the sheet + its YAML
 
 The work is done by ``engine.ingest``; this module reads arguments, writes files and turns errors
@@ -185,6 +186,26 @@ def _cmd_simple(a) -> None:
     print("run (DES):", imp.des_command(a.name, a.name))
 
 
+def _cmd_inference_perf(a) -> None:
+    """inference-perf config YAML -> a trace (JSON Lines, Mooncake layout) the DES reads."""
+    import yaml
+
+    from engine.des.trace import inference_perf_requests
+
+    cfg = yaml.safe_load(Path(a.file).read_text())
+    if not isinstance(cfg, dict):
+        raise SpecError(a.file, type(cfg).__name__, "an inference-perf config (a YAML mapping)")
+    df = inference_perf_requests(cfg, seed=a.seed, block_tokens=a.block_tokens)
+    out = Path(a.out)
+    if out.exists() and not a.force:
+        raise FileExistsError(f"{out} exists (--force to overwrite)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.write_ndjson(out)
+    print(f"wrote {out}: {df.height} requests over {df['timestamp'].max() / 1e3:.1f} s")
+    print(f"run (DES): simllm engine=des workload.arrival=trace workload.trace.path={out} "
+          f"workload.trace.block_tokens={a.block_tokens}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -229,6 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--name", help="with --write-sheet: the hardware option to regenerate (default: the sheet's stem)")
     b.add_argument("--out", help="with --write-sheet: the YAML path (default conf/hardware/NAME.yaml)")
     b.set_defaults(func=_cmd_hbm)
+    ip = sub.add_parser("inference-perf", help="inference-perf config (load stages, data distributions) "
+                                               "-> a DES trace (JSON Lines; mapping: engine.des.trace)")
+    ip.add_argument("file")
+    ip.add_argument("--out", required=True, help="trace path to write (.jsonl)")
+    ip.add_argument("--seed", type=int, default=0, help="seed when the config has no load.base_seed")
+    ip.add_argument("--block-tokens", type=int, default=512, help="prompt tokens per prefix hash block")
+    ip.add_argument("--force", action="store_true", help="overwrite an existing file")
+    ip.set_defaults(func=_cmd_inference_perf)
     return p
 
 

@@ -200,3 +200,21 @@ def test_redrawn_gaps_keep_the_mean_rate_and_have_the_asked_cv(kind, cv):
     g = np.diff(np.sort(t))
     assert g.mean() == pytest.approx(0.1, rel=0.02)
     assert g.std() / g.mean() == pytest.approx(cv, rel=0.05)
+
+
+def test_inference_perf_config_maps_to_a_trace():
+    from engine.des.trace import inference_perf_requests
+
+    cfg = {"load": {"type": "constant", "stages": [{"rate": 2, "duration": 10}, {"rate": 5, "duration": 4}]},
+           "data": {"type": "shared_prefix", "shared_prefix": {
+               "num_groups": 3, "system_prompt_len": 1024, "question_len": 100, "output_len": 50}}}
+    t = inference_perf_requests(cfg, block_tokens=512)
+    # 2 x 10 + 5 x 4 = 40 requests; constant gaps 0.5 s then 0.2 s from t = 10 s
+    assert t.height == 40
+    assert t["timestamp"][1] == pytest.approx(500.0) and t["timestamp"][20] == pytest.approx(10_000.0)
+    assert (t["input_length"] == 1124).all() and (t["output_length"] == 50).all()
+    # 1124 // 512 = 2 full blocks, both inside the 1024-token system prompt of group k mod 3
+    assert t["hash_ids"][0].to_list() == [0, 1] and t["hash_ids"][3].to_list() == [0, 1]
+    assert t["hash_ids"][1].to_list() == [2, 3]
+    with pytest.raises(SpecError, match="load.type"):
+        inference_perf_requests({"load": {"type": "concurrent", "stages": [{"rate": 1, "duration": 1}]}})
