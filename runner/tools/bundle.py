@@ -89,6 +89,7 @@ def make(uri: str, run_id: str, out: Path) -> Path:
     """Write the bundle of run ``run_id`` into ``out`` (created; must be empty if it exists)."""
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"simllm-bundle: {out} exists and is not empty")
+    run_id = runs.full_run_id(uri, run_id)        # a unique prefix is enough
     row = runs.runs_by_id(uri, [run_id]).row(0, named=True)
     tags, params = runs.tags(row), runs.params(row)
     if tags.get(runs.ROLE_TAG):

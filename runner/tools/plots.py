@@ -1,5 +1,5 @@
 """Report figures (matplotlib, Agg backend): roofline, latency vs a swept parameter or load,
-TTFT/TPOT CDFs, Pareto frontier, operator time shares. Each function takes plain data, writes one PNG and returns its
+TTFT/TPOT CDFs, Pareto frontier, operator time shares, a metric's trend over commits/dates. Each function takes plain data, writes one PNG and returns its
 path, or returns None when the data for that figure is absent.
 """
 
@@ -340,4 +340,35 @@ def cluster_timeseries(series: dict[str, pl.DataFrame], labels: dict[str, str], 
             ax.set_ylabel(label)
     axes[0].legend(loc="upper left")
     axes[-1].set_xlabel(f"time ({unit})")
+    return _save(fig, path)
+
+
+def trend(series: dict[str, list[tuple]], metric: str, unit: str, by: str, path: Path) -> Path | None:
+    """A metric over time for fixed configs: series label (a config hash) -> [(x, value,
+    point label)], x the run's start time (``by`` = date) or the commit's position in time
+    (``by`` = commit; point labels are the short commits). One line per config."""
+    plt = _plt()
+    pts = {k: v for k, v in series.items() if v}
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    colors = dict(zip(pts, _colors(len(pts))))
+    for k, v in pts.items():
+        xs = [p[0] for p in v]
+        ax.plot(xs, [p[1] for p in v], "o-", color=colors[k], label=k if len(pts) <= _MAX_LEGEND else None)
+        if by == "commit" and len(pts) == 1:
+            for x, y, lab in v:
+                ax.annotate(lab, (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    if by == "commit":
+        order = sorted({(p[0], p[2]) for v in pts.values() for p in v})
+        ax.set_xticks([o[0] for o in order])
+        ax.set_xticklabels([o[1] for o in order], rotation=45, ha="right", fontsize=7)
+        ax.set_xlabel("git commit (in order of its first run)")
+    else:
+        fig.autofmt_xdate()
+        ax.set_xlabel("run start (UTC)")
+    ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+    ax.set_title(f"{metric} over {'commits' if by == 'commit' else 'time'}, per config hash")
+    if len(pts) <= _MAX_LEGEND:
+        ax.legend(title="config hash", frameon=False, loc="best")
     return _save(fig, path)

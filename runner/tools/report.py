@@ -4,6 +4,10 @@ a self-contained HTML page), logged as the artifacts of a report run.
     simllm-report jalapeno_sensitivity              # experiment name (latest run per config)
     simllm-report SWEEP_PARENT_RUN_ID               # or --sweep multirun/2026-11-29/10-08-27
     simllm-report --compare A B                     # runs, sweeps or git commits (runner.tools.compare)
+    simllm-report --trend ttft_ms_p50 [EXPERIMENT] [--config-hash H] [--by commit|date]
+                                                    # a metric across commits / dates per config hash
+
+Run ids may be shortened to a unique prefix (4+ hex digits) wherever one is given.
 
 The sensitivity table has one row per config: the swept parameters (the params that differ between
 the runs), TTFT and TPOT (p50; p99 too where any run's p99 differs, i.e. a DES ran), throughput and
@@ -385,6 +389,11 @@ def _args(argv):
     p.add_argument("--runs", nargs="+", metavar="RUN_ID", help="exactly these runs")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two runs, sweeps or "
                    "git commits (with --experiment)")
+    p.add_argument("--trend", metavar="METRIC", help="a metric (e.g. ttft_ms_p50) across commits or "
+                   "dates for each config hash of the selection (target = experiment; all by default)")
+    p.add_argument("--config-hash", help="--trend: only this config hash (a prefix is enough)")
+    p.add_argument("--by", choices=("commit", "date"), default="commit",
+                   help="--trend: x axis, one point per git commit (its latest run) or per run")
     p.add_argument("--uri", default=None, help=f"tracking URI (default $MLFLOW_TRACKING_URI or "
                    f"{tracking.DEFAULT_URI})")
     p.add_argument("-o", "--out", type=Path, help="report directory (default outputs/reports/...)")
@@ -401,6 +410,8 @@ def main(argv=None) -> int:
         if a.compare:
             from runner.tools import compare
             return compare.main(uri, a.compare[0], a.compare[1], a.experiment, a.out)
+        if a.trend:
+            return trend_main(uri, a)
         parent = None
         if a.runs:
             df, title = runs.runs_by_id(uri, a.runs), f"{len(a.runs)} runs"
@@ -433,6 +444,78 @@ def main(argv=None) -> int:
             print(f"logged as MLflow run {rid}")
         except Exception as e:  # noqa: BLE001 - the report files are already written
             print(f"simllm-report: warning: could not log the report to MLflow ({e})", file=sys.stderr)
+    return 0
+
+
+def trend_table(df: pl.DataFrame, metric: str, by: str = "commit",
+                config_hash: str | None = None) -> pl.DataFrame:
+    """One row per (config hash, commit) (``by`` = commit: the commit's latest run) or per run
+    (``by`` = date): config_hash, commit, start_time, run_id, value, change vs the previous row of
+    the same config in %. Runs without the metric or the hash are left out."""
+    col, hcol, ccol = f"metrics.{metric}", "tags.simllm.config_hash", "tags.simllm.git_commit"
+    if col not in df.columns:
+        near = sorted(c[8:] for c in df.columns if c.startswith("metrics.") and metric.split("_")[0] in c)
+        raise runs.SelectionError(f"no run of the selection has metric {metric!r}"
+                                  + (f" (similar: {', '.join(near[:8])})" if near else ""))
+    if hcol not in df.columns:
+        raise runs.SelectionError("the runs carry no config hash tag (simllm.config_hash)")
+    t = df.select(pl.col(hcol).alias("config_hash"),
+                  (pl.col(ccol) if ccol in df.columns else pl.lit(None, pl.String)).alias("commit"),
+                  "start_time", "run_id", pl.col(col).alias("value"))
+    t = t.filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan() & pl.col("config_hash").is_not_null())
+    if config_hash:
+        t = t.filter(pl.col("config_hash").str.starts_with(config_hash))
+        if t.is_empty():
+            raise runs.SelectionError(f"no run with config hash {config_hash!r} has {metric}")
+    t = t.with_columns(pl.col("commit").fill_null("unknown")).sort("start_time")
+    if by == "commit":
+        t = t.group_by(["config_hash", "commit"], maintain_order=True).last()
+    t = t.sort(["config_hash", "start_time"])
+    prev = pl.col("value").shift(1).over("config_hash")
+    return t.with_columns(((pl.col("value") / prev - 1) * 100).alias("change_pct"))
+
+
+def trend_main(uri: str, a) -> int:
+    """``--trend METRIC``: the table (printed, trend.md/trend.csv) and trend.png."""
+    from engine.result import unit_of
+
+    try:
+        exp = a.experiment or a.target
+        df = runs.select(uri, experiment=exp, commit=a.commit, dedupe=False)
+        t = trend_table(df, a.trend, a.by, a.config_hash)
+    except runs.SelectionError as e:
+        print(f"simllm-report: {e}", file=sys.stderr)
+        return 2
+    if t.is_empty():
+        print(f"simllm-report: no run of the selection has a value of {a.trend}", file=sys.stderr)
+        return 2
+    out = a.out or Path("outputs/reports") / f"trend-{a.trend}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    unit = unit_of(a.trend)
+    series = {}
+    if a.by == "commit":      # x: the commit's rank by its first run, shared by all configs
+        first = t.group_by("commit").agg(pl.col("start_time").min()).sort("start_time")["commit"].to_list()
+        pos = {c: i for i, c in enumerate(first)}
+    for r in t.iter_rows(named=True):
+        x = pos[r["commit"]] if a.by == "commit" else r["start_time"]
+        series.setdefault(r["config_hash"][:10], []).append((x, r["value"], r["commit"][:10]))
+    png = plots.trend(series, a.trend, unit, a.by, out / "trend.png")
+    t.write_csv(out / "trend.csv")
+    head = ["config hash", "commit", "run start (UTC)", "run", f"{a.trend} ({unit})" if unit else a.trend,
+            "change %"]
+    rows = [[r["config_hash"][:10], r["commit"][:10], str(r["start_time"])[:19], r["run_id"][:8],
+             _fmt(r["value"]), "" if r["change_pct"] is None else f"{r['change_pct']:+.2f}"]
+            for r in t.iter_rows(named=True)]
+    lines = [f"# Trend of {a.trend}", "",
+             f"Selection: {exp or 'all experiments'}; one point per "
+             + ("git commit (its latest run)" if a.by == "commit" else "run") + " of each config hash.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if png:
+        lines += ["", f"![trend]({png.name})"]
+    (out / "trend.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:len(rows) + 6]))
+    print(f"\ntrend: {out / 'trend.md'}")
     return 0
 
 

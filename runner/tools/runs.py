@@ -16,6 +16,8 @@ from runner import tracking
 
 ROLE_TAG = "simllm.role"
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
+#: a short run id: the first 4 to 31 hex digits of one (``git``-style prefixes)
+_PREFIX = re.compile(r"^[0-9a-f]{4,31}$")
 
 
 class SelectionError(ValueError):
@@ -108,8 +110,33 @@ def select(uri: str, experiment: str | None = None, sweep: str | None = None,
     return df
 
 
+def matching_run_ids(uri: str, prefix: str) -> list[str]:
+    """Ids of the runs (any experiment) that start with ``prefix``."""
+    rows = tracking.search_runs(uri, "")
+    return sorted({r["run_id"] for r in rows if r["run_id"].startswith(prefix)})
+
+
+def full_run_id(uri: str, run_id: str) -> str:
+    """A run id, or a unique prefix of one (4 to 31 hex digits, as ``git`` takes short commit
+    ids), -> the full 32-digit id. SelectionError for an unknown or ambiguous prefix."""
+    rid = run_id.strip().lower()
+    if _HEX32.match(rid):
+        return rid
+    if not _PREFIX.match(rid):
+        raise SelectionError(f"{run_id!r} is not a run id (32 hex digits) or a prefix of one (at least 4)")
+    ids = matching_run_ids(uri, rid)
+    if not ids:
+        raise SelectionError(f"no run id starts with {rid!r} at {uri}")
+    if len(ids) > 1:
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        raise SelectionError(f"run id prefix {rid!r} is ambiguous at {uri}: {len(ids)} runs start with it "
+                             f"({shown}); give more digits")
+    return ids[0]
+
+
 def runs_by_id(uri: str, run_ids: list[str]) -> pl.DataFrame:
-    """The given runs (any experiment), in the given order."""
+    """The given runs (any experiment; full ids or unique prefixes), in the given order."""
+    run_ids = [full_run_id(uri, r) for r in run_ids]
     flt = "attributes.run_id IN (" + ", ".join(f"'{r}'" for r in run_ids) + ")"
     df = _search(uri, flt)
     missing = set(run_ids) - set(df["run_id"].to_list() if not df.is_empty() else [])
@@ -120,8 +147,15 @@ def runs_by_id(uri: str, run_ids: list[str]) -> pl.DataFrame:
 
 
 def resolve(uri: str, target: str, experiment: str | None = None) -> tuple[str, pl.DataFrame]:
-    """A free-form target -> (kind, job runs): a sweep parent's id, a job run's id, a sweep id,
-    a git commit (with ``experiment``) or an experiment name."""
+    """A free-form target -> (kind, job runs): a sweep parent's id, a job run's id (or a unique
+    prefix of one: 4+ hex digits), a sweep id, a git commit (with ``experiment``) or an
+    experiment name. A prefix matching several runs is an error, not a guess."""
+    if _PREFIX.match(target) and not (target.isdigit() and _experiment_exists(uri, target)):
+        ids = matching_run_ids(uri, target)
+        if len(ids) == 1:
+            target = ids[0]
+        elif len(ids) > 1:
+            full_run_id(uri, target)        # raises: ambiguous, with the candidates
     if _HEX32.match(target):
         run = _run_or_none(uri, target)
         if run is not None:
@@ -135,7 +169,20 @@ def resolve(uri: str, target: str, experiment: str | None = None) -> tuple[str, 
             pass
     if "/" in target or re.match(r"^\d\d-\d\d-\d\d$", target):
         return "sweep", select(uri, experiment=experiment, sweep=target)
-    return "experiment", select(uri, experiment=target)
+    try:
+        return "experiment", select(uri, experiment=target)
+    except SelectionError:
+        if _PREFIX.match(target):
+            raise SelectionError(f"{target!r} matches no run id, git commit or experiment at {uri}") from None
+        raise
+
+
+def _experiment_exists(uri: str, name_or_id: str) -> bool:
+    try:
+        experiment_ids(uri, name_or_id)
+        return True
+    except SelectionError:
+        return False
 
 
 def artifact(uri: str, run_id: str, name: str, dst: Path) -> Path | None:
