@@ -1,12 +1,13 @@
 """TTFT against arrival rate, up to the capacity the analytical engine predicts (engine=des).
 
-    python experiments/des_load_curve.py [--requests 3000] [--out experiments/des_load_curve]
+    python experiments/des_load_curve.py [--requests 3000] [--out outputs/des_load_curve]
 
 Llama-3.1-8B on one H100 SXM, Poisson arrivals of 512-token prompts generating 128 tokens.
 Capacity (analytical): the best static-batch throughput over batch sizes 1..max_num_seqs that fit
 in memory, in requests/s = max_B [B / (TTFT(B) + 127 TPOT(B))]. The DES (vLLM scheduler) is run at
 fractions of that rate; queueing theory says TTFT stays near its batch-1 value at low load and
-grows without bound as the rate approaches capacity. Writes <out>.png and <out>.md.
+grows without bound as the rate approaches capacity. Writes <out>.png and <out>.md; the study
+experiments/des_load_curve.md is rendered from them by `simllm-study run des_load_curve`.
 """
 
 import argparse
@@ -33,7 +34,7 @@ FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2)
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=3000)
-    ap.add_argument("--out", default=str(ROOT / "experiments" / "des_load_curve"))
+    ap.add_argument("--out", default=str(ROOT / "outputs" / "des_load_curve"))
     args = ap.parse_args()
     schema.register()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -288,3 +288,184 @@ STUDIES = [
     Study("pareto_overhead", ("pareto_overhead_l70b8", "pareto_overhead_moe72"), pareto_figures,
           pareto_render),
 ]
+
+
+# --------------------------------------------------------------------------- llm_perf's case studies
+# The seed's figures (../shared/seeds/003_7b7e4f4fb18ae01e.txt, "案例研究亮点": GPT-1.8T MoE @ FP4 on
+# GB200 NVL72) are quoted here as the reference each study is compared with; ours come from the runs.
+
+SEED_CHUNK = {2048: (2048, 1, 3.8, 5.4), 4096: (2048, 2, 7.5, 5.6), 8192: (2048, 4, 15.1, 5.9),
+              16384: (2048, 8, 31.1, 6.3), 32768: (2048, 16, 66.5, 7.0)}   # S: C*, n_chunks, TTFT* ms, x single
+SEED_HBM = {"8TB/s": "PP8-TP8-EP1 dominates (34 frontier points)",
+            "16TB/s": "TP starts to fall; more diverse winners",
+            "32TB/s": "PP8-TP4 variants hold 17 frontier points",
+            "99TB/s": "PP6-8 TP1 (ideal, infinite bandwidth): TP collectives pure overhead"}
+
+
+def _specs_of(j: Job):
+    from omegaconf import OmegaConf
+
+    from runner.convert import specs_from_config
+
+    return specs_from_config(OmegaConf.load(j.path / "config.yaml"))
+
+
+def _cal(j: Job) -> str:
+    return j.overrides.get("calibration", "ideal")
+
+
+def _matmul_floor_ms(j: Job, chunk: int, n_chunks: int) -> float:
+    """Lower bound of a pipelined prefill of n_chunks chunks of ``chunk`` tokens on pp stages of tp
+    devices: (pp + n - 1) stage times of one chunk's body matmuls at 100 % of the peak,
+    t_stage = 2 P_matmul C / (pp tp peak) (P_matmul: weights a token multiplies, routed experts top-k)."""
+    from engine.analytical.params import param_counts
+
+    s = _specs_of(j)
+    p = s.partition
+    flops = 2 * param_counts(s.model).per_token_matmul * chunk
+    t_stage = flops / (p.pp * p.tp * s.hardware.peak_flops(s.model.math_dtype))
+    return (p.pp + n_chunks - 1) * t_stage * 1e3
+
+
+def lp_chunk_figures(jobs: dict) -> dict:
+    out = {}
+    for j in jobs["llmperf_chunk_star"]:
+        S = _prompt(j)
+        k = f"{_cal(j)}/S={S}"
+        c = j.get("chunk_star")
+        c = S if c is None or not math.isfinite(c) else int(min(c, S))
+        out[k + "/chunk_star"] = c
+        out[k + "/n_chunks"] = math.ceil(S / c)
+        out[k + "/ttft_at_chunk_star_ms"] = j.get("ttft_at_chunk_star_ms")
+        out[k + "/ttft_single_pass_ms"] = j.get("ttft_ms_p50")
+        out[k + "/single_over_chunked"] = j.get("ttft_ms_p50") / j.get("ttft_at_chunk_star_ms")
+        c_seed, n_seed, _, _ = SEED_CHUNK.get(S, (2048, math.ceil(S / 2048), 0, 0))
+        out[k + "/seed_schedule_matmul_floor_ms"] = _matmul_floor_ms(j, c_seed, n_seed)
+    return out
+
+
+def lp_chunk_render(jobs: dict, figs: dict, out_dir: Path) -> str:
+    cals = list(dict.fromkeys(_cal(j) for j in jobs["llmperf_chunk_star"]))
+    prompts = sorted({_prompt(j) for j in jobs["llmperf_chunk_star"]})
+    text = []
+    for cal in cals:
+        rows = []
+        for S in prompts:
+            k = f"{cal}/S={S}"
+            sc = SEED_CHUNK.get(S)
+            rows.append([f"{S // 1024}k",
+                         f"{sc[0]} / {sc[1]} / {sc[2]} ms / {sc[3]}x" if sc else "-",
+                         f"{figs[k + '/chunk_star']} / {figs[k + '/n_chunks']} / "
+                         f"{_f(figs[k + '/ttft_at_chunk_star_ms'])} ms / {figs[k + '/single_over_chunked']:.2f}x",
+                         f"{_f(figs[k + '/ttft_single_pass_ms'])} ms",
+                         f"{_f(figs[k + '/seed_schedule_matmul_floor_ms'])} ms"])
+        text.append(f"**calibration `{cal}`** (C* / n_chunks / TTFT* / single pass over TTFT*)\n\n" + _table(
+            ["prompt", "seed (llm_perf)", "ours", "our single pass",
+             "floor of the seed's schedule (matmuls at 100 % FP4 peak, 8 sequential stages)"], rows))
+    return "\n".join(text)
+
+
+def _seed_point(j: Job, part="PP8-TP8-EP1-SP1"):
+    import polars as pl
+
+    t = j.table.filter(pl.col("partition") == part)
+    if t.height == 0:
+        return None, None, 0
+    return (float(t["decode_throughput_tok_s_per_gpu"].max()), float(t["interactivity_tok_s_per_user"].max()),
+            int(t["on_frontier"].sum()))
+
+
+def lp_pareto_figures(jobs: dict) -> dict:
+    out = pareto_figures(jobs)
+    for exp, js in jobs.items():
+        for j in js:
+            k = f"{exp}/{_kb(_label(j)) or 'base'}"
+            thr, inter, pts = _seed_point(j)
+            out[k + "/seed_winner_PP8-TP8-EP1/best_tok_s_per_gpu"] = thr
+            out[k + "/seed_winner_PP8-TP8-EP1/best_tok_s_per_user"] = inter
+            out[k + "/seed_winner_PP8-TP8-EP1/frontier_points"] = pts
+    return out
+
+
+def lp_pareto_render(jobs: dict, figs: dict, out_dir: Path, seed: dict | None = None) -> str:
+    text = []
+    for exp, js in jobs.items():
+        rows = []
+        for j in js:
+            k = f"{exp}/{_kb(_label(j)) or 'base'}"
+            sk = k + "/seed_winner_PP8-TP8-EP1"
+            row = [_label(j) or "base"]
+            if seed is not None:
+                row.append(seed.get(j.overrides.get("hardware.hbm_bandwidth", ""), "-"))
+            row += [figs.get(k + "/frontier_winners"), _f(figs.get(k + "/frontier_points")),
+                    f"{_f(figs.get(k + '/max_interactivity_tok_s_per_user'))} "
+                    f"({figs.get(k + '/max_interactivity_partition')})",
+                    f"{_f(figs.get(k + '/max_throughput_tok_s_per_gpu'))} "
+                    f"({figs.get(k + '/max_throughput_partition')})",
+                    f"{_f(figs.get(sk + '/best_tok_s_per_user'))} / {_f(figs.get(sk + '/best_tok_s_per_gpu'))} "
+                    f"/ {figs.get(sk + '/frontier_points')}"]
+            rows.append(row)
+        png = f"{exp}.png"
+        _frontier_plot(exp, js, out_dir / png)
+        head = ["point"] + (["seed (llm_perf)"] if seed is not None else []) + [
+            "our frontier winners (points)", "frontier points", "best tok/s/user (partition)",
+            "best decode tok/s/GPU (partition, batch)",
+            "seed's PP8-TP8-EP1 here: best tok/s/user / best tok/s/GPU / frontier points"]
+        text.append(f"**`{exp}`**\n\n" + _table(head, rows) + f"\n![{exp} frontiers]({png})\n")
+    return "\n".join(text)
+
+
+def lp_disagg_figures(jobs: dict) -> dict:
+    out, by = {}, {}
+    for j in jobs["llmperf_disagg"]:
+        S, pp = _prompt(j), int(j.overrides["engine.analytical.disagg.prefill_pp"])
+        bw = _kb(j.overrides["engine.analytical.disagg.link_bandwidth"])
+        by[(bw, S, pp)] = j
+    for (bw, S, pp), j in sorted(by.items()):
+        k = f"link={bw}/S={S}"
+        out[f"S={S}/colocated_ttft_ms"] = j.get("colocated_ttft_ms")
+        out[f"S={S}/colocated_tpot_ms"] = j.get("colocated_tpot_ms")
+        out[f"S={S}/disagg_tpot_ms"] = j.get("disagg_tpot_ms")
+        out[f"{k}/prefill_pp{pp}/disagg_ttft_ms"] = j.get("disagg_ttft_ms")
+        m = by.get((bw, S, 8))
+        if pp != 8 and m is not None:
+            # what a mismatched prefill partition saves on the prefill, and what its hand-off costs
+            # beyond the matched one's (fewer sending links, the decode side's re-layout)
+            out[f"{k}/prefill_pp{pp}/prefill_saving_ms"] = m.get("disagg_prefill_ttft_ms") - j.get("disagg_prefill_ttft_ms")
+            out[f"{k}/prefill_pp{pp}/extra_handoff_ms"] = j.get("disagg_exposed_handoff_ms") - m.get("disagg_exposed_handoff_ms")
+            out[f"{k}/prefill_pp{pp}/worth_it"] = bool(j.get("disagg_ttft_ms") < m.get("disagg_ttft_ms"))
+    return out
+
+
+def lp_disagg_render(jobs: dict, figs: dict, out_dir: Path) -> str:
+    js = jobs["llmperf_disagg"]
+    prompts = sorted({_prompt(j) for j in js})
+    bws = list(dict.fromkeys(_kb(j.overrides["engine.analytical.disagg.link_bandwidth"]) for j in js))
+    pps = sorted({int(j.overrides["engine.analytical.disagg.prefill_pp"]) for j in js} - {8})
+    text = [_table(["prompt", "co-located TTFT / TPOT ms", "disaggregated TPOT ms (decode undisturbed)"],
+                   [[f"{S // 1024}k", f"{_f(figs[f'S={S}/colocated_ttft_ms'])} / {_f(figs[f'S={S}/colocated_tpot_ms'])}",
+                     _f(figs[f"S={S}/disagg_tpot_ms"])] for S in prompts])]
+    for bw in bws:
+        rows = []
+        for S in prompts:
+            k = f"link={bw}/S={S}"
+            row = [f"{S // 1024}k", _f(figs.get(f"{k}/prefill_pp8/disagg_ttft_ms"))]
+            for pp in pps:
+                p = f"{k}/prefill_pp{pp}"
+                row.append(f"{_f(figs.get(p + '/disagg_ttft_ms'))} (saves {_f(figs.get(p + '/prefill_saving_ms'))}, "
+                           f"hand-off +{_f(figs.get(p + '/extra_handoff_ms'))}: "
+                           f"{'worth it' if figs.get(p + '/worth_it') else 'not worth it'})")
+            rows.append(row)
+        text.append(f"**KV link {bw}**: disaggregated TTFT ms, prefill on TP8 x PP p (matched p = 8)\n\n"
+                    + _table(["prompt", "matched PP8"] + [f"mismatched PP{pp}" for pp in pps], rows))
+    return "\n".join(text)
+
+
+STUDIES += [
+    Study("llmperf_chunk_star", ("llmperf_chunk_star",), lp_chunk_figures, lp_chunk_render),
+    Study("llmperf_pareto_hbm", ("llmperf_pareto_hbm",), lp_pareto_figures,
+          lambda jobs, figs, out: lp_pareto_render(jobs, figs, out, seed=SEED_HBM)),
+    Study("llmperf_pareto_link", ("llmperf_pareto_link",), lp_pareto_figures, lp_pareto_render),
+    Study("llmperf_pareto_overhead", ("llmperf_pareto_overhead",), lp_pareto_figures, lp_pareto_render),
+    Study("llmperf_disagg", ("llmperf_disagg",), lp_disagg_figures, lp_disagg_render),
+]

@@ -208,7 +208,8 @@ def calibration_stamp(jobs: dict) -> str:
                     names.add(str(cal["name"]))
                 hashes.add(hashlib.sha256(json.dumps(cal, sort_keys=True, default=str)
                                           .encode()).hexdigest()[:10])
-    return f"{'/'.join(sorted(names)) or 'default'} (resolved section sha256 {', '.join(sorted(hashes))})"
+    h = f" (resolved section sha256 {', '.join(sorted(hashes))})" if hashes else ""
+    return f"{'/'.join(sorted(names)) or 'default'}{h}"
 
 
 def figures_of(study: Study, jobs: dict) -> dict:
