@@ -53,6 +53,10 @@ class Specs:
             if not m.is_moe:
                 raise SpecError("partition.ep", p.ep, f"1 for the dense model {m.name}")
             if m.num_experts % p.ep:
+                if p.ep_groups > 1:         # ep_layout=extra: priced with experts over tp x ep
+                    raise SpecError("partition.ep", p.ep_groups,
+                                    f"with ep_layout=extra, tp x ep = {p.ep} dividing "
+                                    f"model.num_experts={m.num_experts}")
                 raise SpecError("partition.ep", p.ep,
                                 f"a divisor of model.num_experts={m.num_experts}")
             if (p.tp * p.sp) % p.ep:

@@ -83,3 +83,9 @@ def test_pareto_extra_enumeration():
     d = _specs("workload.prompt_len=8192")
     tp, pp, ep, sp = pareto.partitions(d, 64, max_sp=1)
     assert np.all(sp == 1) and np.all(tp * pp <= 64)
+
+
+def test_extra_error_names_the_given_factor():
+    # 16 experts: tp 8 x ep 4 = 32 expert shards cannot hold whole experts
+    with pytest.raises(SpecError, match=r"partition.ep = 4: expected with ep_layout=extra, tp x ep = 32"):
+        _specs("partition.tp=8", "partition.ep=4", "partition.ep_layout=extra")
