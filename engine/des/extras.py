@@ -35,11 +35,11 @@ def attach(specs, des, sm, noise, reps, st) -> dict:
     tdp = specs.hardware.tdp_w
     if tdp is not None:
         from engine.des.power import Power, roof_functions
-        one, run = roof_functions(sm)
+        one, run, line = roof_functions(sm)
         for r in reps:
             r.power = Power(des, tdp, specs.analytical.idle_power_fraction,
                             specs.partition.devices_per_replica)
-            r.roof_one, r.roof_run = one, run
+            r.roof_one, r.roof_run, r.roof_line = one, run, line
             out["powers"].append(r.power)
     for r in reps:
         r.spec = out["spec"]

@@ -35,9 +35,11 @@ def roof_s(sm, T, n, LPp, LRp, LPd, Bd):
 
 
 def roof_functions(sm):
-    """(one-iteration roof, decode-run roofs) with the step functions' signatures
-    (engine.des.run.step_functions): memoised per batch composition; a decode run's roofs from a
-    line in the attended positions when the probes prove it linear (convex piecewise-linear)."""
+    """(one-iteration roof, decode-run roofs, decode-run roof line) with the step functions'
+    signatures (engine.des.run.step_functions): memoised per batch composition; a decode run's
+    roofs from a line in the attended positions when the probes prove it linear (convex
+    piecewise-linear). ``line(B, p0, k)`` gives (a, b, p0, B) - step j's roof is a + b (p0 + B j),
+    summed in closed form by ``busy_total`` - or the array of k roofs where no line holds."""
     memo: dict = {}
     lines: dict = {}
 
@@ -60,7 +62,7 @@ def roof_functions(sm):
         B = float(B)
         return np.asarray(roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B), dtype=np.float64)
 
-    def run(B, P):
+    def fit(B):
         line = lines.get(B, 0)
         if line == 0:
             probe = float(B) * _PROBE_CTX
@@ -69,11 +71,30 @@ def roof_functions(sm):
             a = f[0] - b * probe[0]
             line = lines[B] = ((float(a), float(b), float(probe[-1]))
                                if np.allclose(a + b * probe, f, rtol=1e-9, atol=0.0) else None)
+        return line
+
+    def run(B, P):
+        line = fit(B)
         if line is not None and P[-1] <= line[2]:
             return line[0] + line[1] * P
         return at(B, P)
 
-    return one, run
+    def line_of(B, p0, k):
+        line = fit(B)
+        if line is not None and p0 + float(B) * (k - 1) <= line[2]:
+            return (line[0], line[1], float(p0), float(B))
+        return at(B, p0 + float(B) * np.arange(k, dtype=np.float64))
+
+    return one, run, line_of
+
+
+def busy_total(busy, j: int) -> float:
+    """Roofline-busy seconds of the first j steps of a decode run: ``busy`` an array of step
+    roofs or a line (a, b, p0, B): sum_{i<j} a + b (p0 + B i) = j a + b (j p0 + B j (j-1) / 2)."""
+    if isinstance(busy, tuple):
+        a, b, p0, B = busy
+        return j * a + b * (j * p0 + B * j * (j - 1) / 2.0)
+    return float(busy[:j].sum())
 
 
 class Power:
@@ -119,6 +140,26 @@ class Power:
             e = p + (e - p) * np.exp(-xi / tau)
             ema[i] = e
         return xs, self.devices * (pi * xs + dp * b), (ema, xs - x)
+
+    def account(self, run, decode: bool, t_end: float) -> float:
+        """Joules of a finished iteration or decode run (all devices of the replica), added to the
+        totals. Limiter-priced runs carry their energy; otherwise P_idle x time + dP x busy."""
+        if run.energy is not None:
+            steps = run.steps if decode else np.array([run.dur])
+            busy = run.busy if decode else np.array([run.busy])
+            self.commit(len(steps), t_end, steps, run.energy, busy, run.pstate)
+            return float(run.energy[:len(steps)].sum())
+        if decode:
+            dur, b = float(run.cum[-1]), busy_total(run.busy, run.k)
+        else:
+            dur, b = run.dur, run.busy
+        b = min(b, dur)
+        e = self.devices * (self.p_idle * dur + self.dp * b)
+        self.energy_j += e
+        self.run_s += dur
+        self.busy_s += b
+        self.t_last = t_end
+        return e
 
     def commit(self, j: int, t_end: float, x: np.ndarray, energy: np.ndarray, busy: np.ndarray, state) -> None:
         """The first ``j`` priced iterations ran, ending at ``t_end``."""
@@ -168,4 +209,4 @@ def summary(powers: list, st, span_s: float, devices: int) -> dict:
     return out
 
 
-__all__ = ["Power", "roof_functions", "roof_s", "summary"]
+__all__ = ["Power", "busy_total", "roof_functions", "roof_s", "summary"]

@@ -56,7 +56,7 @@ class DecodeRun:
     at_completion: bool | None   # True: ends at a completion; None: truncated by an arrival
     steps: np.ndarray        # the k step times [s]
     emit: np.ndarray | None = None    # speculative: tokens each sequence emitted by step j (k x n)
-    busy: np.ndarray | None = None    # roofline-busy part of each step [s] (energy; engine.des.power)
+    busy: object = None               # roofline-busy part of the steps [s]: array or line (engine.des.power)
     energy: np.ndarray | None = None  # joules of each step (all devices of the replica)
     pstate: tuple | None = None       # power-limiter state after each step
 
@@ -122,7 +122,7 @@ class Replica:
         # that give each iteration's busy time, per-token timestamps (State.token_times)
         self.spec = None
         self.power = None
-        self.roof_one = self.roof_run = None
+        self.roof_one = self.roof_run = self.roof_line = None
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
         #: cluster features: queue heads that did not fit the KV blocks while others waited
         #: behind them (head-of-line blocking detector); None when off
@@ -333,7 +333,7 @@ class Replica:
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
         energy = pstate = None
-        if self.power is not None:
+        if self.power is not None and self.power.throttle:
             x, energy, pstate = self.power.price(t, np.array([dt]), np.array([busy]))
             dt = float(x[0])
         self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate)
@@ -342,7 +342,7 @@ class Replica:
     def price_power(self, t, x, busy):
         """Step times after the power limiter, energy per step, limiter state (engine.des.power);
         (x, None, None) without a power model."""
-        if self.power is None:
+        if self.power is None or not self.power.throttle:
             return x, None, None
         return self.power.price(t, x, busy)
 
@@ -396,8 +396,11 @@ class Replica:
             x[0] += kv.take_pending()
         busy = energy = pstate = None
         if self.power is not None:
-            busy = self.roof_run(n, p0 + float(n) * np.arange(k, dtype=np.float64))
-            x, energy, pstate = self.power.price(t, x, busy)
+            if self.power.throttle:
+                busy = self.roof_run(n, p0 + float(n) * np.arange(k, dtype=np.float64))
+                x, energy, pstate = self.power.price(t, x, busy)
+            else:       # a line, summed in closed form when the run ends
+                busy = self.roof_line(n, p0, k)
         cum = np.cumsum(x)
         self.run = DecodeRun(t, cum, k, kv.used, k == int(self.left[:n].min()), x, None, busy,
                              energy, pstate)
@@ -412,7 +415,7 @@ class Replica:
         j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
         if j >= run.k:
             return None
-        cut = (lambda a: None if a is None else a[:j])
+        cut = (lambda a: a if a is None or isinstance(a, tuple) else a[:j])
         self.run = DecodeRun(run.start, run.cum[:j], j, run.used, None, run.steps[:j], cut(run.emit),
                              cut(run.busy), cut(run.energy), run.pstate)
         return run.start + float(run.cum[j - 1])
@@ -444,8 +447,8 @@ class Replica:
             self.last[sl] = t
             if st.token_times is not None:
                 self._token_times_run(t0 + cum, run.emit, n)
-            if run.energy is not None:
-                st.energy_decode_j[self.rid[sl]] += float(run.energy.sum()) / n
+            if self.power is not None:
+                st.energy_decode_j[self.rid[sl]] += self.power.account(run, True, t) / n
             st.decode_tokens += n * k if run.emit is None else int(tok.sum())
             if (run.at_completion is None or run.emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
@@ -469,8 +472,8 @@ class Replica:
                 if st.token_times is not None:
                     for r in self.rid[didx].tolist():
                         st.token_times[r].append(np.array([t]))
-            if run.energy is not None:      # shared by the iteration's tokens
-                e_tok = float(run.energy[0]) / (nd + sum(c for _, c in chunks))
+            if self.power is not None:      # shared by the iteration's tokens
+                e_tok = self.power.account(run, False, t) / (nd + sum(c for _, c in chunks))
                 if nd:
                     st.energy_decode_j[self.rid[didx]] += e_tok
                 for s, c in chunks:
@@ -486,10 +489,6 @@ class Replica:
                     maybe_done = maybe_done or self.left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
-        if run.energy is not None:
-            steps = run.steps if decode else np.array([dur])
-            busy = run.busy if decode else np.array([run.busy])
-            self.power.commit(len(steps), t, steps, run.energy, busy, run.pstate)
         self.busy_s += dur
         self.kv_area += run.used * dur
         self.batch_area += batch * dur
