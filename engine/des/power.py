@@ -23,9 +23,6 @@ model; HBM clocks are not modelled separately). Each replica's devices have thei
 
 import numpy as np
 
-#: Per-sequence contexts at which a decode step's roof is probed for linearity (as run.decode_line).
-_PROBE_CTX = np.array([1.0, 64.0, 1024.0, 16384.0, 262144.0, 4194304.0])
-
 
 def roof_s(sm, T, n, LPp, LRp, LPd, Bd):
     """Roofline-busy seconds of one pass (``StepModel.pass_time``'s roof, no comm or overheads)."""
@@ -65,12 +62,8 @@ def roof_functions(sm):
     def fit(B):
         line = lines.get(B, 0)
         if line == 0:
-            probe = float(B) * _PROBE_CTX
-            f = at(B, probe)
-            b = (f[-1] - f[0]) / (probe[-1] - probe[0])
-            a = f[0] - b * probe[0]
-            line = lines[B] = ((float(a), float(b), float(probe[-1]))
-                               if np.allclose(a + b * probe, f, rtol=1e-9, atol=0.0) else None)
+            from engine.des.run import probe_line
+            line = lines[B] = probe_line(lambda P: at(B, P), float(B))
         return line
 
     def run(B, P):

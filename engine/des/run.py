@@ -72,11 +72,17 @@ def decode_line(sm: StepModel, batch: int):
     operations instead of a StepModel call. (Sliding windows bend the line at P = B W: None.)
     """
     B = float(batch)
-    P = B * _PROBE_CTX
-    f = np.asarray(sm.time(B, B, decode_seqs=B, decode_ctx=P), dtype=np.float64)
-    b = (f[-1] - f[0]) / (P[-1] - P[0])
-    a = f[0] - b * P[0]
-    if np.allclose(a + b * P, f, rtol=1e-9, atol=0.0):
+    return probe_line(lambda P: sm.time(B, B, decode_seqs=B, decode_ctx=P), B)
+
+
+def probe_line(f, batch: float):
+    """(a, b, p_max) with f(P) = a + b P for P <= p_max, proven on the probes B x _PROBE_CTX
+    (``decode_line``; f convex piecewise-linear in P), or None."""
+    P = float(batch) * _PROBE_CTX
+    y = np.asarray(f(P), dtype=np.float64)
+    b = (y[-1] - y[0]) / (P[-1] - P[0])
+    a = y[0] - b * P[0]
+    if np.allclose(a + b * P, y, rtol=1e-9, atol=0.0):
         return float(a), float(b), float(P[-1])
     return None
 
