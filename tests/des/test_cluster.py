@@ -218,3 +218,31 @@ def test_inference_perf_config_maps_to_a_trace():
     assert t["hash_ids"][1].to_list() == [2, 3]
     with pytest.raises(SpecError, match="load.type"):
         inference_perf_requests({"load": {"type": "concurrent", "stages": [{"rate": 1, "duration": 1}]}})
+
+
+@pytest.mark.slow  # console script + MLflow store
+def test_cli_run_logs_the_time_series_and_the_report_plots_it(mlflow_uri, tmp_path):
+    import polars as pl
+    from mlflow.tracking import MlflowClient
+
+    from runner.tools import report
+    from tests.conftest import run_cli
+
+    p = run_cli(["engine=des", "workload=azure_conv_2k", "workload.num_requests=300",
+                 "engine.des.replicas=2", "engine.des.timeseries_s=10", "engine.des.record_decisions=true",
+                 "hardware.price_per_hour=2.0", f"tracking.uri={mlflow_uri}", "print_table=false",
+                 f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    ts = pl.read_parquet(tmp_path / "run" / "timeseries.parquet")
+    dec = pl.read_parquet(tmp_path / "run" / "decisions.parquet")
+    assert dec.filter(pl.col("decision") == "route").height == 300
+    # the cost column is replica-hours x 1 device x 2 USD
+    assert ts["cost_usd"][-1] == pytest.approx(ts["replica_hours"][-1] * 2.0)
+    c = MlflowClient(tracking_uri=mlflow_uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("simllm").experiment_id])
+    assert {"timeseries.parquet", "decisions.parquet"} <= {f.path for f in c.list_artifacts(run.info.run_id)}
+    assert run.data.metrics["cost_usd"] == pytest.approx(run.data.metrics["replica_hours"] * 2.0)
+    out = tmp_path / "rep"
+    assert report.main([run.info.run_id, "--uri", mlflow_uri, "-o", str(out)]) == 0
+    assert (out / "cluster_timeseries.png").stat().st_size > 10_000
+    assert "Cluster over time" in (out / "report.md").read_text()
