@@ -319,20 +319,24 @@ def track(doc: dict, uri: str | None = None, experiment: str = "benchmarks") -> 
 
 
 def import_time_top(cmd_args: Sequence[str], top: int = 10, python: str | None = None, cwd=None,
-                    depth: int = 0) -> list:
-    """Run ``python -X importtime <cmd_args>`` and return its ``top`` most expensive imports as
-    {module, cumulative_ms, self_ms}: the imports at nesting ``depth`` (0: those made by the
-    program itself, each with everything it pulled in)."""
-    p = subprocess.run([python or sys.executable, "-X", "importtime", *cmd_args], cwd=cwd,
+                    env=None) -> list:
+    """Run ``python -X importtime <cmd_args>`` and return its ``top`` most expensive packages:
+    {package, ms, modules}, the summed self time of every module of a top-level package
+    (``hydra``, ``numpy``, ``mlflow`` ...; each module's own import work, so the figures add up to
+    the total import time without counting a package twice)."""
+    p = subprocess.run([python or sys.executable, "-X", "importtime", *cmd_args], cwd=cwd, env=env,
                        capture_output=True, text=True)
-    rows = []
+    pkgs: dict = {}
+    total = 0
     for line in p.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
-        self_us, cum_us, name = line[len("import time:"):].split("|", 2)
-        level = (len(name) - len(name.lstrip()) - 1) // 2
-        if level == depth:
-            rows.append({"module": name.strip(), "cumulative_ms": int(cum_us) / 1e3,
-                         "self_ms": int(self_us) / 1e3})
-    rows.sort(key=lambda r: -r["cumulative_ms"])
-    return rows[:top]
+        self_us, _cum_us, name = line[len("import time:"):].split("|", 2)
+        pkg = name.strip().split(".")[0]
+        ms, n = pkgs.get(pkg, (0.0, 0))
+        pkgs[pkg] = (ms + int(self_us) / 1e3, n + 1)
+        total += int(self_us)
+    rows = [{"package": k, "ms": v[0], "modules": v[1]} for k, v in pkgs.items()]
+    rows.sort(key=lambda r: -r["ms"])
+    return [{"package": "(all imports)", "ms": total / 1e3, "modules": sum(v[1] for v in pkgs.values())}] \
+        + rows[:top]

@@ -1,73 +1,137 @@
-"""Per-job overhead of the runner on a 1,000-job grid of trivial analytical jobs, MLflow included.
+"""Per-job cost of the runner on a 1,000-job grid of analytical jobs, MLflow included.
 
-    python benchmarks/bench_runner.py [--jobs-basic 40]
+    python benchmarks/bench_runner.py [--jobs 1000] [--jobs-basic 40] [--server] [--checkout DIR]
 
-Three ways to evaluate the same grid (hardware.hbm_bandwidth x partition.tp x workload.batch_size):
-  1. `simllm -m hydra/sweeper=simllm ...`      the batched sweeper, 1,000 jobs, 1,000 MLflow runs
-  2. `simllm -m ...` (Hydra's basic sweeper)   a --jobs-basic subset (it costs ~0.5 s a job)
-  3. engine.analytical.sweep(...)              the same 1,000 points in one vectorised call
-Each path logs into its own fresh SQLite store (created before timing: a one-time cost, printed).
-Prints figures; asserts nothing.
+The grid: hardware.hbm_bandwidth (5) x partition.tp (2) x workload.batch_size (1..jobs/10).
+Paths (each a whole fresh ``simllm`` process; CPU-s = user + system of that process alone):
+  batched sqlite   ``simllm -m hydra/sweeper=simllm ...`` into a fresh embedded SQLite store
+  batched server   the same against a local ``mlflow server`` on PostgreSQL (``--server``); the
+                   server's and the database's CPU-s are reported too
+  basic sqlite     Hydra's basic sweeper on a --jobs-basic subset
+  plain sqlite     the reference: a plain ``@hydra.main`` + MLflow job (benchmarks/_plain_app.py)
+                   on the basic sweeper, same number of jobs
+  vectorised       ``engine.analytical.sweep`` of the whole grid in one call (engine call alone)
+CPU-ms per job = the process's CPU-s / jobs (amortised: start-up included). Each store is
+created before timing (printed, not counted). The results are read back from the store and
+hashed (overrides -> metrics of every run): equal digests, identical results. --checkout DIR
+runs another simllm checkout (PYTHONPATH) with this environment: the before/after comparison.
+Target of issue 18: <= 60 CPU-ms per job on the batched path, sqlite and server.
 """
 
-import argparse
+import hashlib
+import json
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._measure import Bench, run_child  # noqa: E402
 
 BW = ["2TB/s", "3TB/s", "4TB/s", "5TB/s", "6TB/s"]
 TP = [1, 2]
 
 
-def simllm(args, cwd):
-    exe = Path(sys.executable).parent / "simllm"
-    t = time.perf_counter()
-    p = subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"simllm failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return time.perf_counter() - t
-
-
-def fresh_store(tmp: Path, name: str) -> str:
+def fresh_store(uri: str) -> None:
     from runner import tracking
 
-    uri = f"sqlite:///{tmp / name / 'mlflow.db'}"
-    t = time.perf_counter()
     tracking.experiment_id(uri, "bench")
-    print(f"  (store {name}: created and migrated in {time.perf_counter() - t:.1f} s, not counted)")
-    return uri
+
+
+def digest(uri: str, exp: str = "bench") -> dict:
+    """{runs, statuses, params per run, sha256 of overrides -> metrics} of an experiment's job runs
+    (the overrides without tracking.* and hydra.*, which name this benchmark's temp paths)."""
+    from runner import tracking
+
+    e = tracking.client(uri).get_experiment_by_name(exp)
+    rows = [r for r in tracking.search_runs(uri, experiment_ids=[e.experiment_id])
+            if r.get("tags.simllm.role") != "sweep" and "tags.simllm.overrides" in r]
+    res = {}
+    for r in rows:
+        key = " ".join(sorted(o for o in r["tags.simllm.overrides"].split()
+                              if not o.startswith(("tracking.", "hydra."))))
+        res[key] = {k: r[k] for k in sorted(r) if k.startswith("metrics.")}
+    nparams = [sum(k.startswith("params.") for k in r) for r in rows]
+    return {"runs": len(rows), "status": sorted({r["status"] for r in rows}),
+            "sha256": hashlib.sha256(json.dumps(res, sort_keys=True).encode()).hexdigest()[:16],
+            "params_per_run": (sum(nparams) / len(nparams)) if nparams else 0}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs-basic", type=int, default=40, help="jobs timed on the basic sweeper")
-    args = ap.parse_args()
+    bench = Bench("bench_runner", __doc__, reps=1)
+    ap = bench.parser
+    ap.add_argument("--jobs", type=int, default=1000, help="jobs of the batched grid (a multiple of 10)")
+    ap.add_argument("--jobs-basic", type=int, default=40, help="jobs on the basic sweeper (and plain)")
+    ap.add_argument("--server", action="store_true", help="also against mlflow server on PostgreSQL")
+    ap.add_argument("--no-sqlite", action="store_true", help="skip the batched sqlite path")
+    ap.add_argument("--checkout", default=None, help="measure this simllm checkout (PYTHONPATH)")
+    args = bench.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="simllm-bench-"))
-    batches = ",".join(str(b) for b in range(1, 101))
+    env = dict(os.environ)
+    if args.checkout:
+        env["PYTHONPATH"] = str(Path(args.checkout).resolve())
+    exe = str(Path(sys.executable).parent / "simllm")
+    nb = args.jobs // 10
     grid = [f"hardware.hbm_bandwidth={','.join(BW)}", f"partition.tp={','.join(map(str, TP))}",
-            f"workload.batch_size={batches}", "print_table=false", "tracking.experiment=bench"]
-    n = len(BW) * len(TP) * 100
+            f"workload.batch_size={','.join(str(b) for b in range(1, nb + 1))}", "print_table=false",
+            "tracking.experiment=bench"]
+    n = len(BW) * len(TP) * nb
+    bench.info.update(jobs=n, checkout=args.checkout or "installed")
+    batched = [exe, "-m", "hydra/sweeper=simllm", "hydra.sweeper.progress_every=0", *grid]
     try:
-        uri = fresh_store(tmp, "fast")
-        wall = simllm(["-m", "hydra/sweeper=simllm", "hydra.sweeper.progress_every=0", *grid,
-                       f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/fast"], cwd=tmp)
-        print(f"batched sweeper: {n} jobs with MLflow in {wall:.1f} s = {wall / n * 1e3:.0f} ms/job "
-              "(process start-up and imports included)")
+        if not args.no_sqlite:
+            for rep in range(bench.reps):
+                uri = f"sqlite:///{tmp / f'fast{rep}' / 'mlflow.db'}"
+                fresh_store(uri)
+                r = run_child([*batched, f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/fast{rep}"],
+                              cwd=tmp, env=env)
+                d = digest(uri)
+                bench.record("batched sweeper, sqlite", [r["cpu_s"]], [r["wall_s"]], r["peak_mb"], n=n,
+                             unit="jobs", kind="process", results=d)
+                print(f"batched sqlite: {n} jobs {r['cpu_s']:.1f} CPU-s = {r['cpu_s'] / n * 1e3:.0f} CPU-ms/job,"
+                      f" wall {r['wall_s']:.1f} s; results {d}", flush=True)
+        if args.server:
+            from benchmarks._pgserver import mlflow_postgres_server
 
-        uri = fresh_store(tmp, "basic")
-        k = max(2, args.jobs_basic // 2)
-        sub = [f"hardware.hbm_bandwidth={BW[0]},{BW[1]}",
-               f"workload.batch_size={','.join(str(b) for b in range(1, k + 1))}",
-               "print_table=false", "tracking.experiment=bench"]
-        wall_b = simllm(["-m", *sub, f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/basic"], cwd=tmp)
-        print(f"basic sweeper:   {2 * k} jobs with MLflow in {wall_b:.1f} s = "
-              f"{wall_b / (2 * k) * 1e3:.0f} ms/job (-> ~{wall_b / (2 * k) * n / 60:.1f} min for {n})")
+            with mlflow_postgres_server() as srv:
+                for rep in range(bench.reps):
+                    uri = srv.uri
+                    exp = f"bench{rep}"
+                    from runner import tracking
+
+                    tracking.experiment_id(uri, exp)
+                    s0 = srv.cpu_s()
+                    r = run_child([*batched[:-1], f"tracking.experiment={exp}", f"tracking.uri={uri}",
+                                   f"hydra.sweep.dir={tmp}/srv{rep}"], cwd=tmp, env=env)
+                    scpu = srv.cpu_s() - s0
+                    d = digest(uri, exp)
+                    bench.record("batched sweeper, PostgreSQL server", [r["cpu_s"]], [r["wall_s"]],
+                                 r["peak_mb"], n=n, unit="jobs", kind="process", results=d,
+                                 server_cpu_s=scpu, server_cpu_per_job_ms=scpu / n * 1e3)
+                    print(f"batched server: {n} jobs {r['cpu_s']:.1f} CPU-s = "
+                          f"{r['cpu_s'] / n * 1e3:.0f} CPU-ms/job (server + postgres {scpu / n * 1e3:.0f}"
+                          f" CPU-ms/job), wall {r['wall_s']:.1f} s; results {d}", flush=True)
+        if args.jobs_basic:
+            k = max(2, args.jobs_basic // 2)
+            sub = [f"hardware.hbm_bandwidth={BW[0]},{BW[1]}",
+                   f"workload.batch_size={','.join(str(b) for b in range(1, k + 1))}",
+                   "print_table=false", "tracking.experiment=bench"]
+            uri = f"sqlite:///{tmp / 'basic' / 'mlflow.db'}"
+            fresh_store(uri)
+            r = run_child([exe, "-m", *sub, f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/basic"],
+                          cwd=tmp, env=env)
+            bench.record("basic sweeper, sqlite", [r["cpu_s"]], [r["wall_s"]], r["peak_mb"], n=2 * k,
+                         unit="jobs", kind="process", results=digest(uri))
+            uri = f"sqlite:///{tmp / 'plain' / 'mlflow.db'}"
+            fresh_store(uri)
+            app = str(Path(__file__).resolve().parent / "_plain_app.py")
+            r = run_child([sys.executable, app, "-m", "hbm_bandwidth=2e12,3e12",
+                           f"batch_size={','.join(str(b) for b in range(1, k + 1))}", f"uri={uri}",
+                           f"hydra.sweep.dir={tmp}/plain"], cwd=tmp, env=env)
+            bench.record("plain @hydra.main + MLflow, basic sweeper", [r["cpu_s"]], [r["wall_s"]],
+                         r["peak_mb"], n=2 * k, unit="jobs", kind="process")
 
         from benchmarks.bench_analytical import specs
         from engine.analytical import sweep
@@ -75,14 +139,15 @@ def main():
 
         s = specs()
         axes = dict(hbm_bandwidth_bytes_s=np.array([2e12, 3e12, 4e12, 5e12, 6e12]), tp=np.array(TP),
-                    batch_size=np.arange(1, 101))
-        sweep(s, **axes)
-        t = time.perf_counter()
-        for _ in range(20):
-            df = sweep(s, **axes)
-        vec = (time.perf_counter() - t) / 20
-        print(f"vectorised:      {df.height} points in one call: {vec * 1e3:.1f} ms "
-              f"= {df.height / vec:,.0f} points/s")
+                    batch_size=np.arange(1, nb + 1))
+        bench.region("vectorised sweep, same grid (engine call)", lambda: sweep(s, **axes), n=n,
+                     unit="points", reps=max(5, bench.reps))
+        doc = bench.finish()
+        for r in doc["rows"]:
+            if r["label"].startswith("batched"):
+                ok = r["cpu_per_item_ms"] <= 60
+                print(f"{r['label']}: {r['cpu_per_item_ms']:.0f} CPU-ms/job, target <= 60: "
+                      f"{'met' if ok else 'NOT met'}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
