@@ -178,19 +178,21 @@ def _frontier_plot(exp: str, js: list, path: Path) -> None:
     import matplotlib.pyplot as plt
     import polars as pl
 
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for j in js:
+    fig, ax = plt.subplots(figsize=(10, 5))
+    colors = plt.get_cmap("tab20").colors
+    for i, j in enumerate(js):
         f = j.table.filter(pl.col("on_frontier")).sort("decode_throughput_tok_s_per_gpu")
         if f.height:
             ax.plot(f["decode_throughput_tok_s_per_gpu"], f["interactivity_tok_s_per_user"],
-                    marker=".", label=_label(j) or "base")
+                    marker=".", color=colors[i % len(colors)], ls=("-", "--", ":")[i // len(colors) % 3],
+                    label=_label(j) or "base")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("decode tokens/s per GPU")
     ax.set_ylabel("tokens/s per user (1 / TPOT)")
     ax.set_title(exp, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
