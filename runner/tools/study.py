@@ -3,7 +3,7 @@ its runs, and can re-check itself against the figures it recorded.
 
     simllm-study list
     simllm-study run NAME [--at REV] [--tracking mlflow]   # run, render NAME.md, record NAME.figures.json
-    simllm-study check NAME | --all [--tol 0.02] [--json out.json]
+    simllm-study check NAME | --all [--tol 0.02] [--json out.json] [--against REV]
 
 ``run`` launches the study's Hydra experiments (``simllm -m experiment=E``, one job dir per point
 under ``outputs/studies/NAME/``), reads every job's ``summary.json`` / ``table.parquet`` (what each
@@ -18,7 +18,8 @@ partition) since it was recorded; exit status 1 when any did, 0 when none, 2 on 
 
 ``--at REV`` runs the experiments from a git worktree of commit REV (the figures and Markdown are
 still rendered by this code): how the figures recorded before this tool existed are regenerated,
-so ``check`` can show what a refit or a model change moved since then.
+so ``check`` can show what a refit or a model change moved since then. ``check --against REV``
+compares with the figures as committed at REV (e.g. ecf1b7a: the pre-refit ones).
 """
 
 import argparse
@@ -326,10 +327,17 @@ def cmd_check(a, reg) -> int:
     report, moved_any = {}, False
     for study in _pick(a.names, a.all, reg):
         fj = EXPERIMENTS / f"{study.name}.figures.json"
-        if not fj.exists():
+        if a.against:                      # the figures as recorded at another commit
+            try:
+                rec = json.loads(_git("show", f"{a.against}:experiments/{study.name}.figures.json"))
+            except subprocess.CalledProcessError:
+                raise SystemExit(f"simllm-study: error: --against {a.against}: no "
+                                 f"experiments/{study.name}.figures.json at that revision") from None
+        elif not fj.exists():
             raise SystemExit(f"simllm-study: error: {fj.relative_to(ROOT)}: no recorded figures; "
                              f"run `simllm-study run {study.name}` first")
-        rec = json.loads(fj.read_text())
+        else:
+            rec = json.loads(fj.read_text())
         tol = a.tol if a.tol is not None else rec.get("tolerance", study.tolerance)
         run_dir = Path(a.out) / "check" / study.name / time.strftime("%Y%m%d-%H%M%S")
         commit = code_version(ROOT)
@@ -376,6 +384,8 @@ def main(argv=None) -> int:
         else:
             p.add_argument("--tol", type=float, help="relative tolerance (default: the recorded one)")
             p.add_argument("--json", help="write the comparison as JSON here")
+            p.add_argument("--against", metavar="REV",
+                           help="compare with the figures recorded at this git revision instead")
     a = ap.parse_args(argv)
     reg = _registry()
     if a.cmd == "list":
