@@ -20,10 +20,12 @@ footprint both engines use). Lengths come from the request stream itself (``leng
               tokens at E[S(S+1)/2] / E[S] attended positions each)
    and the unit serves r(B) = B / (E[N - 1] t(B)) requests/s. Feasible B: t(B) <= TPOT SLO
    (a decoding request's TPOT is about one iteration), T <= the token budget, B <= max_num_seqs,
-   B E[S + N/2] <= KV tokens (Little's law on the cache). The estimate is max r(B) over the
-   feasible B. Prefill-first scheduling without chunks (``vllm``): decode iterations t_d(B) and
+   B E[S + N/2] <= KV tokens (Little's law on the cache), and the q-percentile prompt, prefilled
+   in chunks of budget - B tokens beside the B decodes (``mixed_prefill_s``), within the TTFT
+   SLO. The estimate is max r(B) over the feasible B. Prefill-first scheduling without chunks (``vllm``): decode iterations t_d(B) and
    whole-prompt iterations at c_pf seconds per prompt token, r(B) = 1 / (E[S] c_pf +
-   E[N - 1] t_d(B) / B), TPOT about t_d(B) / (1 - r E[S] c_pf). Disaggregated units: min of the
+   E[N - 1] t_d(B) / B), TPOT about t_d(B) / (1 - r E[S] c_pf), TTFT the q-percentile prompt's
+   prefill plus one decode iteration. Disaggregated units: min of the
    prefill pool (P / (E[S] c_pf)) and the decode pool (D x max B / (E[N-1] t_d(B))).
    It ignores variance (p99 needs headroom) and scheduling losses, so it is an optimistic
    estimate, not a proof: the search uses it to order candidates and to place the first probe,
@@ -92,6 +94,26 @@ def prefill_s(sm: StepModel, prompt: int, chunk: int) -> float:
     return t
 
 
+def mixed_prefill_s(sm: StepModel, prompt: int, budget: int, batch, ctx):
+    """Prefill time of one prompt [s] when every iteration also carries ``batch`` decodes at mean
+    context ``ctx`` (chunked scheduling, vectorised over the batch): chunks of budget - B tokens,
+    pass j of c_j = min(budget - B, S - j (budget - B)) prompt tokens after k_j = j (budget - B)
+    cached, plus the B decode tokens. The TTFT a request of that prompt sees at that load, queueing
+    for admission left out (so the estimate stays optimistic)."""
+    B = np.asarray(batch, dtype=float)
+    room = np.maximum(budget - B, 1.0)
+    n = int(np.max(np.ceil(prompt / room)))
+    t = np.zeros_like(B)
+    for j in range(n):
+        k = j * room
+        c = np.clip(prompt - k, 0.0, room)
+        last = (k + c >= prompt) & (c > 0)
+        tj = np.asarray(sm.time(B + c, B + last, prefill_pairs=c * k + c * (c + 1) / 2.0,
+                                prefill_read=k, decode_seqs=B, decode_ctx=B * ctx), dtype=float)
+        t += np.where(c > 0, tj, 0.0)
+    return t
+
+
 def decode_s(sm: StepModel, batch, ctx):
     """Seconds of one decode iteration of ``batch`` sequences at mean context ``ctx``."""
     B = np.asarray(batch, dtype=float)
@@ -153,11 +175,14 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         rate = float(min(pre, dec[i]))
         limit = "prefill pool" if pre < dec[i] else _limit(i, ok, kv_ok, td <= y, True, B)
         return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, "")
+    z = slo_ttft_ms * 1e-3 if slo_ttft_ms else np.inf
+    overhead = ttft0 - prefill_s(sm, s_q, chunk)          # per-request overhead (+ hand-off)
     if des.scheduler == "vllm":
         r = 1.0 / (Es * c_pf + En1 * td / B)
         f_pf = np.clip(r * Es * c_pf, 0.0, 0.999)
         tpot_ok = td / (1.0 - f_pf) <= y
         budget_ok = np.ones_like(B, dtype=bool)
+        ttft_ok = prefill_s(sm, s_q, chunk) + overhead + td <= z   # waits out one decode iteration
     else:
         x = B * Es / En1
         T = B + x
@@ -166,22 +191,25 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         r = B / (En1 * t)
         tpot_ok = t <= y
         budget_ok = T <= budget
-    ok = kv_ok & tpot_ok & budget_ok
+        ttft_ok = mixed_prefill_s(sm, s_q, budget, B, Ectx) + overhead <= z
+    ok = kv_ok & tpot_ok & budget_ok & ttft_ok
     if not ok.any():
         return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, 0.0, 0.0, "slo",
-                        "no batch meets the TPOT SLO, the KV cache and the token budget at once")
+                        "no batch meets the TTFT and TPOT SLOs, the KV cache and the token budget at once")
     rr = np.where(ok, r, 0.0)
     i = int(np.argmax(rr))
     return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, float(rr[i]), float(B[i]),
-                    _limit(i, ok, kv_ok, tpot_ok, budget_ok, B), "")
+                    _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok), "")
 
 
-def _limit(i, ok, kv_ok, tpot_ok, budget_ok, B) -> str:
+def _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok=True) -> str:
     """What stops the batch from growing past the best one."""
     if i + 1 >= len(B):
         return "max_num_seqs"
     if ok[i + 1]:
         return "throughput"          # interior maximum: the pass time grows faster than B
+    if not np.all(np.asarray(ttft_ok)[i + 1:i + 2] if np.ndim(ttft_ok) else ttft_ok):
+        return "ttft"
     if not np.all(tpot_ok[i + 1:i + 2]):
         return "tpot"
     if not np.all(np.asarray(kv_ok)[i + 1:i + 2]):

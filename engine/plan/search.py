@@ -9,6 +9,10 @@ true maximum: after a bracket of ratio s, about log2(ln s / ln(1 + p)) probes (s
 p = 2 %: 4 probes). Bracketing starts at the guess g: pass -> probe g s, g s^2, g s^4 ... until
 one fails; fail -> g / s, g / s^2 ... until one passes (or ``min_rate`` fails: infeasible).
 
+Near the answer a percentile's confidence interval can hold its threshold even at the largest
+run: the verdict there is the point estimate's, which is not monotone in the rate. When both ends
+of the bracket are such verdicts the search stops (``resolution``) and reports the bracket as is.
+
 The brute force evaluates every rate of a geometric grid of ratio 1 + p and takes the highest
 passing one: with a monotone verdict both agree within one grid step (p).
 """
@@ -21,7 +25,8 @@ from dataclasses import dataclass, field
 class SearchResult:
     rate: float                   # highest rate measured to pass (0 when none)
     hi: float                     # lowest rate measured to fail above it (inf when none)
-    status: str                   # ok | infeasible (min_rate fails) | unbounded (max_rate passes)
+    status: str                   # ok | resolution (stopped at the statistical resolution, see
+                                  # find_max_rate) | infeasible (min_rate fails) | unbounded
     trials: list = field(default_factory=list)   # Trial per probed rate, in probe order
 
     @property
@@ -42,8 +47,13 @@ class SearchResult:
 
 
 def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
-                  min_rate: float = 0.05, max_rate: float = 1e5) -> SearchResult:
-    """Bracket from ``guess`` and bisect (module docstring); ``probe(rate)`` -> Trial."""
+                  min_rate: float = 0.05, max_rate: float = 1e5,
+                  stop_at_resolution: bool = True) -> SearchResult:
+    """Bracket from ``guess`` and bisect (module docstring); ``probe(rate)`` -> Trial.
+    ``stop_at_resolution``: stop (status ``resolution``) once both ends of the bracket were
+    decided by the point estimate at the largest run (the percentile's confidence interval
+    still held the threshold): bisecting further would split noise; the reported precision is
+    then the bracket's, hi / lo - 1, wider than asked."""
     trials = []
 
     def p(r):
@@ -82,12 +92,19 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
                 break
             hi, f = r, f * f
     while hi / lo > 1.0 + precision:
+        if stop_at_resolution and _by_point(trials, lo) and _by_point(trials, hi):
+            return SearchResult(lo, hi, "resolution", trials)
         mid = math.sqrt(lo * hi)
         if p(mid):
             lo = mid
         else:
             hi = mid
     return SearchResult(lo, hi, "ok", trials)
+
+
+def _by_point(trials, rate) -> bool:
+    """Was the verdict at ``rate`` decided by the point estimate (the interval never cleared)?"""
+    return any(t.rate == rate and t.decided_by == "point" for t in trials)
 
 
 def geometric_grid(lo: float, hi: float, precision: float) -> list[float]:

@@ -262,13 +262,18 @@ def run_wave(wave: list[dict], wave_dir: Path, launch: list[str], progress=None)
     logf = (wave_dir / "launcher.log").open("w")
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=os.getcwd())
     seen_runs = 0
-    while proc.poll() is None:
-        time.sleep(0.5)
-        if progress is not None:
-            n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
-            progress(n - seen_runs, sum((wave_dir / str(i) / RESULT).exists() for i in range(len(wave))))
-            seen_runs = n
-    logf.close()
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+            if progress is not None:
+                n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
+                progress(n - seen_runs, sum((wave_dir / str(i) / RESULT).exists() for i in range(len(wave))))
+                seen_runs = n
+    finally:
+        if proc.poll() is None:       # interrupted: stop the launched multirun too
+            proc.terminate()
+            proc.wait(timeout=30)
+        logf.close()
     if progress is not None:
         n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
         progress(n - seen_runs, len(wave))
@@ -417,7 +422,7 @@ def table_rows(doc: dict) -> list[dict]:
             rank_no += 1
             row = {"#": str(rank_no), **row}
             row.update({
-                "max req/s": f"{r['max_rps']:.3g} (+{plan['search']['precision'] * 100:g}%)",
+                "max req/s": f"{r['max_rps']:.3g} (+{_prec(r)})",
                 "req/s/GPU": _f(r["rps_per_gpu"], ".3g"), "tok/s/GPU": _f(r["tok_s_per_gpu"], ",.0f"),
                 f"p{q:g} TTFT ms": _f(m.get("ttft_ms_q"), ".0f"), f"p{q:g} TPOT ms": _f(m.get("tpot_ms_q"), ".1f"),
                 "limit": r.get("limit") or "-", "bound": str(m.get("bound") or "-"),
@@ -436,6 +441,14 @@ def table_rows(doc: dict) -> list[dict]:
                         "limit": why, "DES runs": str(r.get("des_runs", 0))})
         out.append(row)
     return out
+
+
+def _prec(r: dict) -> str:
+    """The found rate's precision: the next failing rate above it, in % (``*``: the bracket was
+    left at the statistical resolution, its ends decided by point estimates)."""
+    if not r.get("fail_rps"):
+        return "?"
+    return f"{(r['fail_rps'] / r['max_rps'] - 1) * 100:.1f}%" + ("*" if r.get("status") == "resolution" else "")
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -540,8 +553,9 @@ def report(doc: dict, out_dir: Path, command: str, name: str = "plan") -> dict:
         "[estimate / 4, estimate] per candidate that fits)",
         f"- time: {f['wall_s']:.1f} s wall, {f['cpu_s']:.1f} CPU-s (this process and its launched jobs) on "
         f"{f['cores']} cores",
-        f"- precision: each max rate r passed and r x {1 + p['search']['precision']:g} (or the lowest rate "
-        "above it) failed",
+        f"- precision: each max rate r passed and the rate in brackets above it failed (asked: "
+        f"{p['search']['precision'] * 100:g} %; `*`: stopped wider, at the statistical resolution, where both "
+        "bracket ends were decided by point estimates at the largest run)",
         f"- stability rule: {p['rule']['requests']} requests per run (doubled up to {p['rule']['max_requests']} "
         f"while the {p['rule']['confidence']:g} binomial interval of a p{s['percentile']:g} straddles its "
         f"threshold, then the point estimate), the first {p['rule']['warmup_fraction']:g} of the stream's span "
@@ -600,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     t0, cpu0 = time.time(), time.process_time()
     conf, launch = _hydra_args(a.overrides)
     out = Path(a.out) if a.out else Path("outputs/plan") / time.strftime("%Y-%m-%d/%H-%M-%S")
-    command = "simllm-plan " + " ".join(a.overrides)
+    # the command as shipped reports show it: no tracking store path of this machine
+    command = "simllm-plan " + " ".join(o for o in a.overrides if not o.startswith("tracking.uri="))
     from runner import tracking
 
     parent, uri, exp_id = None, None, None
