@@ -67,7 +67,8 @@ _BY_NAME = {m.name: m for m in METRICS}
 
 #: Unit of a metric from its name (names say the unit: DESIGN.md), for metrics not registered.
 _SUFFIX_UNITS = (("_tok_s_per_gpu", "tok/s/GPU"), ("_tok_s_per_user", "tok/s/user"), ("_tok_s", "tok/s"),
-                 ("_rps", "requests/s"), ("_gb", "GB"), ("_j_per_token", "J/token"), ("_w_per_gpu", "W"),
+                 ("_rps", "requests/s"), ("_gb", "GB"), ("_j_per_token", "J/token"),
+                 ("_j_per_request", "J/request"), ("_j", "J"), ("_w_per_gpu", "W"), ("_w", "W"),
                  ("_flop_per_byte", "FLOP/byte"), ("_s", "s"), ("_ms", "ms"))
 
 
