@@ -120,6 +120,8 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     pass_tokens = np.where((C > 0) & (C < S), C, B * S)
     mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, x["hbm_capacity_bytes"],
                             cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens)
+    if opt.spec_decode.method != "none":     # the draft's weights and KV share the HBM (specdec)
+        mem = _with_draft_memory(specs, mem, x)
     fits = mem["fits"]
 
     # --- prefill ---
@@ -229,6 +231,24 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     if opt.disagg.enabled:
         _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)
     return out
+
+
+def _with_draft_memory(specs: Specs, mem: dict, x: dict) -> dict:
+    """The footprint with the draft's weights and KV beside the target's (specdec.draft_memory):
+    weights + draft weights, KV room less the draft weights x usable fraction, KV per sequence
+    target + draft (the draft's at the same paged context)."""
+    w_d, kvd = specdec.draft_memory(specs, x["tp"], x["ep"], x["sp"])
+    B, ctx = x["batch_size"], x["prompt_len"] + x["output_len"]
+    blk = specs.analytical.kv_block_tokens
+    seq_t = mem["kv"] / B
+    seq_d = kvcache.paged_tokens(ctx, blk) * kvd
+    cap = np.maximum(mem["kv_capacity"] - w_d * specs.kv_usable_fraction, 0.0)
+    w = mem["weights"] + w_d
+    kv = mem["kv"] + B * seq_d
+    fits = ((w + mem["activations"] + specs.calibration.memory_reserve_bytes <= x["hbm_capacity_bytes"])
+            & (kv <= cap))
+    return dict(mem, weights=w, kv=kv, kv_capacity=cap, fits=fits,
+                max_seqs=np.floor(cap / (seq_t + seq_d)))
 
 
 def _spec_decode(specs: Specs, x: dict, sm, dc: dict, pf: dict) -> dict:

@@ -23,8 +23,12 @@ engines):
   verify: one target pass of B q tokens, B q logits, each sequence's q queries attending its
       context (``decode.tpot(..., q=gamma+1)``: compute q x positions, KV read once).
     TPOT = (t_draft + t_verify) / E[A];   decode throughput = B E[A] / (t_draft + t_verify)
-The draft model's weights and KV cache are not subtracted from the target's KV capacity (stated
-in assumptions.md): a 1-layer head is small; an 8B draft beside a 70B target takes ~16 GB.
+Memory (``draft_memory``): the draft's weights and its KV cache share the devices' HBM with the
+target's: a draft model's weights per device (its tp shard) and its KV per token; an MTP head's
+own layers only (embedding and LM head are the target's) and their KV. Both engines take the
+weights off the KV room and size the KV per token as target + draft:
+    KV room = (HBM - weights - draft weights - activations - reserve) x usable fraction
+    tokens  = KV room / (target KV per token + draft KV per token)   (per device)
 """
 
 from dataclasses import replace
@@ -114,6 +118,29 @@ def draft_specs(specs):
                         f"a draft model that fits the partition ({e})") from None
 
 
+def draft_memory(specs, tp, ep, sp):
+    """(weight bytes, KV bytes per token) per device the draft adds beside the target (module
+    docstring); (0, 0) without speculation or with a fixed-fraction draft. ``tp``, ``ep``, ``sp``
+    the target's (floats or arrays)."""
+    from engine.analytical import kvcache, memory
+
+    dsp = draft_specs(specs)
+    if dsp is None:
+        return 0.0, 0.0
+    dm = dsp.model
+    tp = np.asarray(tp, dtype=float)
+    if specs.analytical.spec_decode.method == "mtp":
+        # the head's own layers: weights of an (n+1)-layer minus an n-layer head, times n
+        n = dm.num_layers
+        more = replace(dm, num_layers=n + 1)
+        w = n * (kvcache.weights_per_device(more, tp, 1.0, ep) - kvcache.weights_per_device(dm, tp, 1.0, ep))
+        return w, memory.kv_bytes_per_token(dm) / kvcache.kv_split(dm, tp, 1.0, sp)
+    ok = (dm.num_heads % tp == 0) & ((dm.num_kv_heads % tp == 0) | (tp % dm.num_kv_heads == 0))
+    tp_d = np.where(ok, tp, 1.0)
+    return (kvcache.weights_per_device(dm, tp_d, 1.0, 1.0),
+            memory.kv_bytes_per_token(dm) / kvcache.kv_split(dm, tp_d, 1.0, sp))
+
+
 def draft_label(specs) -> str:
     """Human-readable price of a draft pass (assumptions.md)."""
     sd = specs.analytical.spec_decode
@@ -121,8 +148,9 @@ def draft_label(specs) -> str:
         return f"draft pass = {sd.draft_cost_fraction:g} x one target decode step (fixed fraction)"
     if sd.method == "mtp":
         return (f"{sd.mtp_layers} extra layer(s) + LM head of {specs.model.name} per draft token, "
-                "priced by StepModel; its pass over the prompt added to TTFT")
+                "priced by StepModel; its pass over the prompt added to TTFT; its layers' weights "
+                "and KV share the HBM with the target's")
     d = draft_specs(specs)
     return (f"draft model {d.model.name} (tp={d.partition.tp}, pp=1) decode pass per draft token, "
-            "priced by StepModel; its prefill of the prompt added to TTFT; its weights and KV not "
-            "subtracted from the target's KV capacity")
+            "priced by StepModel; its prefill of the prompt added to TTFT; its weights and KV share "
+            "the HBM with the target's (KV room less its weights, KV per token target + draft)")

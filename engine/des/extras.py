@@ -48,6 +48,24 @@ def attach(specs, des, sm, noise, reps, st) -> dict:
     return out
 
 
+def kv_blocks(specs, des, cap) -> int:
+    """KV blocks of a replica (``cap``: engine.des.kv_cache.kv_capacity) with a speculative
+    draft's weights and KV beside the target's (engine.analytical.specdec.draft_memory): the room
+    less the draft weights x usable fraction, over target + draft KV bytes per token."""
+    if specs.analytical.spec_decode.method == "none" or cap.tokens <= 0:
+        return cap.blocks
+    from engine.analytical import specdec
+    p = specs.partition
+    w_d, kvd = specdec.draft_memory(specs, p.tp, p.ep, p.sp)
+    w_d, kvd = float(w_d), float(kvd)
+    if not (w_d or kvd):
+        return cap.blocks
+    room = cap.kv_capacity_gb * 1e9
+    per_token = room / cap.tokens                 # the target's KV bytes per token per device
+    tokens = max(room - w_d * specs.kv_usable_fraction, 0.0) / (per_token + kvd)
+    return int(tokens // des.block_size)
+
+
 def lower_bound_model(specs):
     """The StepModel of the lower bounds (module docstring): spec-sheet peaks, roofline, no
     overheads."""

@@ -223,7 +223,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.sessions)
         stream = transform(stream, des)
     cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-    blocks = des.num_kv_blocks or cap.blocks
+    blocks = des.num_kv_blocks or extras.kv_blocks(specs, des, cap)   # a speculative draft's share off
     n_rep = des.replicas or specs.partition.dp
     if des.prefill_replicas and des.prefill_replicas >= n_rep:
         raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,

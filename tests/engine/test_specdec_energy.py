@@ -98,3 +98,26 @@ def test_spec_decode_energy_counts_tokens_per_cycle():
     = P x TPOT (TPOT already divides by E[A]); at u = 1, 700 W x TPOT."""
     r = run(mk(model=L8B, batch=1, prompt=512, output=128, opts=_spec("mtp"), calib=IDEAL)).summary
     assert r["energy_decode_j_per_token"] == pytest.approx(700 * r["tpot_ms_p50"] / 1e3, rel=1e-9)
+
+
+def test_draft_memory_shares_the_hbm():
+    """Draft Llama-3.1-8B beside a 70B at tp 4: + 8.03 B x 2 B / 4 = 4.015 GB of weights per
+    device; the KV room shrinks by that x the usable fraction and each token also holds the
+    draft's KV (32 layers x 8 KV heads x 128 x 2 x 2 B / 4 = 32 kB per device beside the 70B's
+    80 layers -> 80 kB). MTP: one 70B layer's weights (855.6 M x 2 B / 4 = 0.428 GB) and KV
+    (1 layer: 1 kB per token per device)."""
+    from engine.analytical.pipeline import evaluate
+    plain = evaluate(mk(model=L70B, tp=4, batch=8, prompt=2048, output=256))
+    d = evaluate(mk(model=L70B, tp=4, batch=8, prompt=2048, output=256,
+                    opts=_spec("draft", draft_model="llama_3_1_8b")))
+    u = IDEAL.kv_usable_fraction
+    assert float(d["weights_gb"] - plain["weights_gb"]) == pytest.approx(8.03 * 2 / 4, rel=2e-3)
+    assert float(plain["kv_capacity_gb"] - d["kv_capacity_gb"]) == pytest.approx(8.03 * 2 / 4 * u, rel=2e-3)
+    ctx = 2048 + 256                          # paged in 16-token blocks: 2304 exactly
+    assert float(d["kv_cache_gb"] - plain["kv_cache_gb"]) == pytest.approx(8 * ctx * 32768 / 1e9, rel=1e-9)
+    per_seq_t = float(plain["kv_cache_gb"]) / 8
+    assert float(d["max_concurrent_seqs"]) == np.floor(float(d["kv_capacity_gb"]) / (per_seq_t + ctx * 32768 / 1e9))
+    m = evaluate(mk(model=L70B, tp=4, batch=8, prompt=2048, output=256, opts=_spec("mtp")))
+    layer = 8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672
+    assert float(m["weights_gb"] - plain["weights_gb"]) == pytest.approx(layer * 2 / 4 / 1e9, rel=0.01)
+    assert float(m["kv_cache_gb"] - plain["kv_cache_gb"]) == pytest.approx(8 * ctx * 1024 / 1e9, rel=1e-9)
