@@ -70,7 +70,9 @@ def test_yaml_defaults_agree_with_the_specs_and_schemas():
     from tests.conftest import CONF
 
     des_yaml = OmegaConf.to_container(OmegaConf.load(CONF / "engine" / "des.yaml"))["des"]
-    spec = {f.name: getattr(DesSpec(), f.name) for f in fields(DesSpec) if f.name != "framework"}
+    # a tuple field is a list in the config (its metadata's config_type)
+    spec = {f.name: (list(v) if isinstance(v, tuple) else v)
+            for f in fields(DesSpec) if f.name != "framework" for v in [getattr(DesSpec(), f.name)]}
     assert des_yaml == spec == asdict(DesSchema())
     s = compose_specs()            # the default config: framework generic
     assert s.framework == FrameworkSpec(sources=s.framework.sources)
