@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -16,6 +17,23 @@ from engine.errors import SpecError
 from runner import experiments, schema
 from runner.job import record_failure, run_job
 
+
+def share_config_store() -> None:
+    """Let copies of Hydra's config repository share the one ConfigStore instead of copying it.
+
+    Every compose (twice per run, once per basic-sweeper job, 123 times for ``--help``) builds a
+    ``CachingConfigRepository`` that deep-copies its sources, and the structured-config source
+    holds the ConfigStore singleton with every generated schema: that copy was ~70 % of a
+    compose here (3.9 CPU-s of ``simllm --help``). The copy protects nothing: ``ConfigStore.load``
+    already hands out a deep copy of the node it loads, and the store is a process-wide
+    singleton (Hydra >= 1.3.3 stopped holding it on the source for this reason, facebookresearch/
+    hydra#2928). Idempotent; composed configs are unchanged.
+    """
+    if "__deepcopy__" not in ConfigStore.__dict__:
+        ConfigStore.__deepcopy__ = lambda self, memo: self
+
+
+share_config_store()
 schema.register()
 experiments.register()
 

@@ -24,7 +24,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 
 @dataclass
@@ -80,9 +80,11 @@ class SimllmSweeper(Sweeper):
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         jobs = self._expand(arguments)
         cache: Dict[tuple, DictConfig] = {}
-        prepared = []
+        plans = []
         tic = time.perf_counter()
-        # compose and validate every job before running any (like the basic sweeper)
+        # compose and validate every job before running any (like the basic sweeper); a job's
+        # value overrides are applied to its composed base and undone again, so one config per
+        # distinct group selection is all that stays in memory
         for job in jobs:
             gkey = tuple(o.input_line for o in job if _is_group_override(o, groups))
             if gkey not in cache:
@@ -90,33 +92,89 @@ class SimllmSweeper(Sweeper):
                 with open_dict(base):
                     del base["hydra"]
                 cache[gkey] = base
-            cfg = copy.deepcopy(cache[gkey])
-            for o in job:
-                if _is_group_override(o, groups):
-                    continue
-                if o.is_delete():
-                    raise ValueError(f"the simllm sweeper does not take deletions: {o.input_line}")
-                if o.is_add() or o.is_force_add():
-                    with open_dict(cfg):
-                        OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
-                else:
-                    if OmegaConf.select(cfg, o.key_or_group, default=KeyError) is KeyError:
-                        raise ValueError(f"Could not override '{o.key_or_group}': no such key "
-                                         f"(use +{o.input_line} to add it)")
-                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
-            prepared.append((cfg, [o.input_line for o in job]))
-        n = len(prepared)
+            values = [o for o in job if not _is_group_override(o, groups)]
+            base = cache[gkey]
+            _undo(_apply(base if _in_place(base, values) else copy.deepcopy(base), values))
+            plans.append((gkey, values, [o.input_line for o in job]))
+        n = len(plans)
         print(f"[simllm sweeper] {n} jobs composed in {time.perf_counter() - tic:.2f} s "
               f"({len(cache)} distinct group selections)", file=sys.stderr)
         tic = time.perf_counter()
-        for num, (cfg, overrides) in enumerate(prepared):
+        for num, (gkey, values, overrides) in enumerate(plans):
             job_dir = sweep_dir / str(num)
             (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
             (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(overrides))
-            execute(cfg, job_dir, overrides, multirun=True, job_num=num)
+            cfg = cache[gkey]
+            if not _in_place(cfg, values):
+                cfg = copy.deepcopy(cfg)
+            undo = _apply(cfg, values)
+            try:
+                execute(cfg, job_dir, overrides, multirun=True, job_num=num)
+            finally:
+                _undo(undo)
             done = num + 1
             if self.progress_every and (done % self.progress_every == 0 or done == n):
                 el = time.perf_counter() - tic
                 print(f"[simllm sweeper] {done}/{n} jobs, {el / done * 1e3:.0f} ms/job, "
                       f"ETA {el / done * (n - done):.0f} s", file=sys.stderr)
         return None
+
+
+_ABSENT = object()
+
+
+def _in_place(cfg: DictConfig, values: List[Override]) -> bool:
+    """Can these value overrides be applied to the shared base and undone exactly? Yes when each
+    sets a leaf (not a dict or list, on either side): the old raw value (a number, a string, an
+    interpolation or ``???``) is put back. Otherwise the job gets its own deep copy."""
+    for o in values:
+        if isinstance(o.value(), (dict, list)):
+            return False
+        parent, _, leaf = o.key_or_group.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig):
+            return False   # e.g. +a.b.c=1 creating its parents: not undone by deleting one key
+        if leaf in node.keys() and isinstance(node._get_node(leaf), (DictConfig, ListConfig)):
+            return False
+    return True
+
+
+def _apply(cfg: DictConfig, values: List[Override]) -> list:
+    """Apply value overrides to ``cfg`` in place, typed like a compose (a wrong type raises);
+    returns the undo list for ``_undo`` (already undone if an override fails)."""
+    undo = []
+    try:
+        for o in values:
+            key = o.key_or_group
+            if o.is_delete():
+                raise ValueError(f"the simllm sweeper does not take deletions: {o.input_line}")
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            old = _ABSENT
+            if isinstance(node, DictConfig) and leaf in node.keys():
+                child = node._get_node(leaf)
+                old = child if isinstance(child, (DictConfig, ListConfig)) else child._value()
+            if o.is_add() or o.is_force_add():
+                with open_dict(cfg):
+                    OmegaConf.update(cfg, key, o.value(), merge=True)
+            else:
+                if OmegaConf.select(cfg, key, default=KeyError) is KeyError:
+                    raise ValueError(f"Could not override '{key}': no such key "
+                                     f"(use +{o.input_line} to add it)")
+                OmegaConf.update(cfg, key, o.value(), merge=True)
+            undo.append((cfg, parent, leaf, old))
+    except BaseException:
+        _undo(undo)
+        raise
+    return undo
+
+
+def _undo(undo: list) -> None:
+    """Put back what ``_apply`` changed, last change first."""
+    for cfg, parent, leaf, old in reversed(undo):
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        with open_dict(node):
+            if old is _ABSENT:
+                del node[leaf]
+            elif not isinstance(old, (DictConfig, ListConfig)):
+                node[leaf] = old
