@@ -74,6 +74,7 @@ class MixedRun:
     busy: float = 0.0                 # roofline-busy part [s] (energy; engine.des.power)
     energy: np.ndarray | None = None  # joules of the iteration (1 entry)
     pstate: tuple | None = None
+    emit: np.ndarray | None = None    # speculative: tokens each of ``didx`` emits
 
 
 class Replica:
@@ -322,22 +323,41 @@ class Replica:
             if c == self.pf[s]:
                 logits += 1
         pieces = tuple(pieces)
-        dt = self.step_time(T, logits, pieces, nd, pd)
-        busy = 0.0
-        if self.power is not None:
-            busy = self.roof_one(T, logits, pieces, nd, pd)
-        if self.spec is not None and pieces:     # the draft prefills the prompt chunks too
-            ex, eb = self.spec.prefill_extra(T - nd, logits - nd, pieces)
-            dt += ex
-            busy += eb
+        emit = self._spec_emit(didx) if (self.spec is not None and nd) else None
+        if emit is not None:      # the decodes speculate beside the prompt chunks
+            dt, busy = self.spec.mixed_time(T, logits, pieces, nd, pd)
+        else:
+            dt = self.step_time(T, logits, pieces, nd, pd)
+            busy = 0.0
+            if self.power is not None:
+                busy = self.roof_one(T, logits, pieces, nd, pd)
+            if self.spec is not None and pieces:     # the draft prefills the prompt chunks too
+                ex, eb = self.spec.prefill_extra(T - nd, logits - nd, pieces)
+                dt += ex
+                busy += eb
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
         energy = pstate = None
         if self.power is not None and self.power.throttle:
             x, energy, pstate = self.power.price(t, np.array([dt]), np.array([busy]))
             dt = float(x[0])
-        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate)
+        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate, emit)
         return t + dt
+
+    def _spec_emit(self, didx):
+        """Speculative decodes in an iteration with prompt chunks: tokens each of ``didx`` emits
+        (drawn, at most what it has left), with KV blocks for them + gamma lookahead taken; None
+        (one token each, no speculation) when the pool lacks those blocks."""
+        sp = self.spec
+        a = np.minimum(sp.draw(1, len(didx))[0], self.left[didx])
+        newb = -(-(self.ctx[didx] + a + sp.gamma - self.cached[didx]) // self.bs)
+        need = int(np.maximum(newb - self.blocks[didx], 0).sum())
+        if need > self.kv.avail():
+            return None
+        if need:
+            self.kv.take(need)
+            self.blocks[didx] = np.maximum(self.blocks[didx], newb)
+        return a
 
     def price_power(self, t, x, busy):
         """Step times after the power limiter, energy per step, limiter state (engine.des.power);
@@ -462,20 +482,28 @@ class Replica:
             prefill = 0
         else:
             t0, dur, chunks, didx, nd = run.start, run.dur, run.chunks, run.didx, run.nd
+            em = run.emit
             if didx is not None:
-                self.ctx[didx] += 1
-                self.left[didx] -= 1
+                inc = 1 if em is None else em
+                self.ctx[didx] += inc
+                self.left[didx] -= inc
                 st.add_itl(t - self.last[didx], 1.0)
                 self.last[didx] = t
-                st.tokens_out += nd
-                st.decode_tokens += nd
+                ne = nd if em is None else int(em.sum())
+                st.tokens_out += ne
+                st.decode_tokens += ne
+                if em is not None:
+                    st.spec_steps += nd
+                    st.spec_tokens += ne
+                    self.unreserve(didx)            # the lookahead blocks
                 if st.token_times is not None:
-                    for r in self.rid[didx].tolist():
-                        st.token_times[r].append(np.array([t]))
-            if self.power is not None:      # shared by the iteration's tokens
-                e_tok = self.power.account(run, False, t) / (nd + sum(c for _, c in chunks))
+                    for i, r in enumerate(self.rid[didx].tolist()):
+                        st.token_times[r].append(np.full(1 if em is None else int(em[i]), t))
+            if self.power is not None:      # shared by the iteration's tokens (q per verifying decode)
+                q = 1.0 if em is None else self.spec.q
+                e_tok = self.power.account(run, False, t) / (nd * q + sum(c for _, c in chunks))
                 if nd:
-                    st.energy_decode_j[self.rid[didx]] += e_tok
+                    st.energy_decode_j[self.rid[didx]] += e_tok * q
                 for s, c in chunks:
                     st.energy_prefill_j[self.rid[s]] += e_tok * c
             prefill = 0

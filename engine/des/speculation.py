@@ -10,9 +10,11 @@ the rejected ones are overwritten next step; vLLM's lookahead slots) and given b
 
 A run of k steps is planned at once (as plain decode runs): draws for k steps, the run ends at
 the first step where a sequence completes; step j's contexts are the sums of the tokens emitted
-before it. Iterations with prompt chunks (chunked prefill beside decodes) do not speculate: their
-decoding sequences emit one token (vLLM V0's rule); the draft prefills every prompt chunk too (its
-pass is added to the chunk's iteration), as the analytical engine adds it to TTFT.
+before it. An iteration with prompt chunks beside decodes (chunked prefill) speculates too when
+the KV pool has the decodes' extra blocks (else they emit one token each that iteration): their
+verify tokens join the pass (``spec_pass``, beyond the scheduler's token budget), the draft
+decodes for them, and the draft prefills every prompt chunk (its pass added to the iteration, as
+the analytical engine adds it to TTFT).
 """
 
 import numpy as np
@@ -21,22 +23,27 @@ from engine.analytical import parallel, specdec
 from engine.analytical.step import StepModel
 
 
+def spec_pass(sm: StepModel, T, n, LPp, LRp, LPd, Bd, q):
+    """Seconds and roofline-busy seconds of a pass (``StepModel.pass_time``'s aggregates: T tokens
+    and n logits counting one per decoding sequence) whose Bd decoding sequences each verify q
+    tokens: dense operators, LM head and collectives on T + Bd (q - 1) tokens (no CUDA-graph
+    padding), the decodes' attention compute q x their attended positions LPd, their KV read once
+    (engine.analytical.decode with q = gamma + 1)."""
+    Tq, nq = T + Bd * (q - 1.0), n + Bd * (q - 1.0)
+    att_c, _ = sm.attention(LPp, LRp, T - Bd, q * LPd, Bd, Tq)
+    _, att_m = sm.attention(LPp, LRp, T - Bd, LPd, Bd, Tq)
+    roof = sm.roof(sm.operators(Tq, nq, att_c, att_m))
+    t = (parallel.overlapped(roof, sm.comm_s(Tq), sm.overlap) + sm.step_overhead_s
+         + sm.per_token_overhead_s * nq)
+    if sm.frontend_s_per_token:
+        t = np.maximum(t, nq * sm.frontend_s_per_token)
+    return t, roof
+
+
 def verify_time(sm: StepModel, B: float, q: float, ctx_sum):
     """Seconds (and roofline-busy seconds) of one verify pass of B sequences with q query tokens
-    each, attending ``ctx_sum`` positions in all (floats or arrays). ``StepModel.pass_time`` with
-    q queries per sequence: dense operators, LM head and collectives on B q tokens (no CUDA-graph
-    padding), attention compute q x the attended positions, KV read once
-    (engine.analytical.decode with q = gamma + 1)."""
-    T = B * q
-    LP = sm.decode_positions(B, ctx_sum)
-    att_c, _ = sm.attention(0.0, 0.0, 0.0, q * LP, B, T)
-    _, att_m = sm.attention(0.0, 0.0, 0.0, LP, B, T)
-    roof = sm.roof(sm.operators(T, T, att_c, att_m))
-    t = (parallel.overlapped(roof, sm.comm_s(T), sm.overlap) + sm.step_overhead_s
-         + sm.per_token_overhead_s * T)
-    if sm.frontend_s_per_token:
-        t = np.maximum(t, T * sm.frontend_s_per_token)
-    return t, roof
+    each, attending ``ctx_sum`` positions in all (floats or arrays): ``spec_pass`` of decodes only."""
+    return spec_pass(sm, B, B, 0.0, 0.0, sm.decode_positions(B, ctx_sum), B, q)
 
 
 class Speculation:
@@ -61,20 +68,44 @@ class Speculation:
         ``ctx_sum`` positions in all (one entry per step); the noise hook applied to the time."""
         B = float(B)
         x, busy = verify_time(self.sm, B, self.q, ctx_sum)
-        from engine.des.power import roof_s
-        if self.sm_d is not None:
-            d = self.sm_d
-            x = x + self.gamma * np.asarray(d.time(B, B, decode_seqs=B, decode_ctx=ctx_sum))
-            busy = busy + self.gamma * roof_s(d, B, B, 0.0, 0.0, d.decode_positions(B, ctx_sum), B)
-        elif self.frac:
-            t = np.asarray(self.sm.time(B, B, decode_seqs=B, decode_ctx=ctx_sum))
-            x = x + self.gamma * self.frac * t
-            busy = busy + self.gamma * self.frac * roof_s(self.sm, B, B, 0.0, 0.0,
-                                                          self.sm.decode_positions(B, ctx_sum), B)
+        dx, db = self.draft_decode(B, ctx_sum)
+        x, busy = x + dx, busy + db
         x = np.asarray(x, dtype=np.float64) * np.ones_like(ctx_sum, dtype=np.float64)
         busy = np.asarray(busy, dtype=np.float64) * np.ones_like(x)
         if self.noise is not None:
             x = self.noise(x)
+        return x, busy
+
+    def draft_decode(self, B: float, ctx_sum):
+        """(seconds, busy seconds) of the gamma draft passes for B decoding sequences attending
+        ``ctx_sum`` positions in all (a fixed fraction of a target step with draft_cost_fraction)."""
+        from engine.des.power import roof_s
+        d = self.sm_d if self.sm_d is not None else self.sm
+        f = 1.0 if self.sm_d is not None else self.frac
+        if not f:
+            return 0.0, 0.0
+        t = np.asarray(d.time(B, B, decode_seqs=B, decode_ctx=ctx_sum))
+        r = roof_s(d, B, B, 0.0, 0.0, d.decode_positions(B, ctx_sum), B)
+        return self.gamma * f * t, self.gamma * f * r
+
+    def mixed_time(self, T: int, n: int, chunks: tuple, nd: int, pd: int):
+        """(seconds, busy seconds) of an iteration with prompt ``chunks`` whose ``nd`` decoding
+        sequences (attending ``pd`` positions in all) speculate: the target pass with their
+        verifies (``spec_pass``), the draft's passes for them and its pass over the chunks; the
+        noise hook applied."""
+        sm = self.sm
+        LPp = LRp = 0.0
+        for c, k in chunks:
+            p, r = sm.chunk_positions(c, k)
+            LPp += p
+            LRp += r
+        x, busy = spec_pass(sm, float(T), float(n), LPp, LRp, sm.decode_positions(float(nd), float(pd)),
+                            float(nd), self.q)
+        dx, db = self.draft_decode(float(nd), float(pd))
+        px, pb = self.prefill_extra(T - nd, n - nd, chunks)
+        x, busy = float(x + dx + px), float(busy + db + pb)
+        if self.noise is not None:
+            x = float(self.noise(np.array([x]))[0])
         return x, busy
 
     def prefill_extra(self, T: int, n: int, chunks: tuple):

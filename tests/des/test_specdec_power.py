@@ -126,3 +126,20 @@ def test_draft_kv_share_of_the_des_blocks(l70b):
     room = plain["kv_capacity_gb"] * 1e9 - 8.03e9 * 2 / 4 * u
     assert d["kv_blocks"] == pytest.approx(room / (81920 + 32768) / 16, abs=1.5)
     assert d["kv_blocks"] < 0.7 * plain["kv_blocks"]
+
+
+def test_chunked_prefill_iterations_speculate_too(l70b):
+    """sarathi puts prompt chunks beside the decodes: those iterations verify gamma + 1 tokens per
+    decode as well, so the accepted tokens per sequence-step still average E[A] = 2.533 (alpha 0.7,
+    gamma 3) and every request emits exactly its output."""
+    sd = SpecDecodeSpec(method="mtp", gamma=3, acceptance=0.7)
+    wl = WorkloadSpec(prompt_len=2048, output_len=64, num_requests=60, arrival="poisson", rate_rps=8.0)
+    s = replace(l70b, workload=wl, analytical=replace(l70b.analytical, spec_decode=sd))
+    des = DesSpec(scheduler="sarathi", max_num_batched_tokens=512, max_num_seqs=64)
+    sim = simulate(s, des)
+    st = sim.state
+    assert st.tokens_out == 60 * 64
+    # decode steps taken in mixed iterations (with a chunk) count: steps > those of pure decode runs
+    assert st.spec_tokens / st.spec_steps == pytest.approx(2.533, rel=0.05)
+    plain = simulate(replace(l70b, workload=wl), des).result.summary
+    assert sim.result.summary["tpot_ms_mean"] < 0.75 * plain["tpot_ms_mean"]
