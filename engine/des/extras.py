@@ -157,8 +157,9 @@ def assumptions(specs, des, feats: dict) -> list:
         out.append(Assumption("speculative decoding", f"{sd.method}, gamma={sd.gamma}, acceptance={sd.acceptance}",
                               f"{sp.label}; tokens per step drawn per sequence (min(Geometric(1 - "
                               f"alpha), gamma + 1)), seed engine.des.seed={des.seed}; KV grows by the "
-                              "accepted tokens (+ gamma lookahead slots held during a run); iterations "
-                              "with prompt chunks do not speculate"))
+                              "accepted tokens (+ gamma lookahead slots held during a step); decodes "
+                              "beside prompt chunks speculate too (their verify tokens beyond the "
+                              "token budget) when the KV pool has the lookahead blocks"))
     if feats["powers"]:
         pw = des
         out.append(Assumption("power", f"P = TDP x ({specs.analytical.idle_power_fraction} + "
