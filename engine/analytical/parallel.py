@@ -14,6 +14,10 @@ Communication of one pass of T tokens through all L layers (seconds, alpha-beta,
          per TP rank (context parallelism as in Llama 3, arXiv 2407.21783 sec. 3.3.2);
     PP   (pp - 1) point-to-point hand-offs of (T/sp) h act bytes.
 Every term is affine in T (alpha terms + bytes/W), so a pass's communication is c0 + c1 T.
+
+EP as a device factor (``partition.ep_layout = extra``, llm_perf's PP x TP x EP x SP devices) reaches
+these functions as its equivalent shared layout, ep' = tp ep and sp' = sp ep (``PartitionSpec``):
+the all-to-all spans the tp ep devices of a stage and each device holds T / (sp ep) tokens.
 """
 
 import numpy as np
@@ -122,7 +126,8 @@ def stage_share(num_layers: int, pp):
 
 def expert_shard(tp, ep):
     """Ways each MoE layer's routed experts are split over a stage: max(tp, ep) - whole experts
-    over ep devices, each tensor-split over the tp/ep devices left (ep | tp x sp required)."""
+    over ep devices, each tensor-split over the tp/ep devices left (ep | tp x sp required; with
+    ep_layout = extra ep arrives as tp x ep, so the split is tp x ep)."""
     return np.maximum(tp, ep)
 
 
