@@ -1,5 +1,5 @@
 """Pareto sweep: every valid (PP, TP, EP, SP) x batch x prefill chunk for a device count, evaluated
-as numpy arrays in one pass, and the upper-right frontier of (throughput per GPU, interactivity).
+as numpy arrays (in passes of ``POINTS_PER_PASS`` points), and the upper-right frontier of (throughput per GPU, interactivity).
 
 Partitions: tp, pp, sp, ep each a divisor of the device count D or a power of two <= D, with a
 replica of tp x pp x sp <= D devices; dp = floor(D / (tp pp sp)) replicas, the remaining
@@ -105,27 +105,56 @@ def frontier_mask(x, y):
     return keep
 
 
+#: Points per numpy pass of a big sweep. ``evaluate`` holds ~1.1 KB of arrays a point while it
+#: runs; evaluating the grid a chunk at a time bounds that working set (~70 MB) whatever the grid
+#: size. Each point's metrics are elementwise functions of its own axes, so chunking changes no
+#: number (tests/engine/test_sweep_chunks.py checks chunked == one pass).
+POINTS_PER_PASS = 65_536
+
+
+def evaluate_fitting(specs: Specs, axes: dict, columns, points_per_pass: int = POINTS_PER_PASS):
+    """``evaluate(specs, lean=True, **axes)`` over flat point arrays, ``points_per_pass`` points at
+    a time, keeping ``columns`` of the points that fit in memory.
+
+    Returns (column -> array over the fitting points in grid order, number of points that do not fit).
+    """
+    n = int(np.asarray(axes["tp"]).size)
+    step = max(1, int(points_per_pass))
+    parts = {k: [] for k in columns}
+    unfit = 0
+    for lo in range(0, n, step):
+        part = {k: np.asarray(v)[lo:lo + step] for k, v in axes.items()}
+        m = part["tp"].size
+        res = evaluate(specs, lean=True, **part)
+        fits = np.broadcast_to(res["fits_in_memory"], (m,))
+        unfit += m - int(np.count_nonzero(fits))
+        for k in columns:
+            parts[k].append(np.broadcast_to(np.asarray(res[k]), (m,))[fits])
+        del res
+    return {k: (np.concatenate(v) if len(v) != 1 else v[0]) for k, v in parts.items()}, unfit
+
+
 def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, max_sp=1,
-          x_metric="throughput_tok_s_per_gpu", y_metric="interactivity_tok_s_per_user"):
+          x_metric="throughput_tok_s_per_gpu", y_metric="interactivity_tok_s_per_user",
+          points_per_pass: int = POINTS_PER_PASS):
     """Evaluate every valid point; returns (table, frontier, dropped).
 
     table: one row per valid point that fits (partition, batch, chunk and the metrics);
     frontier: its upper-right (x_metric, y_metric) frontier, sorted by x, with a ``partition``
-    label per point; dropped: reason -> number of points left out."""
+    label per point; dropped: reason -> number of points left out. The points are evaluated
+    ``points_per_pass`` at a time (``evaluate_fitting``): memory stays bounded, results do not
+    change."""
     axes, dropped = grid(specs, devices, batches, chunks, max_tp, max_pp, max_sp)
     if axes["tp"].size == 0:
         empty = pl.DataFrame()
         return empty, empty, dropped
     # each point sets its own partition; the specs' own partition only fixes the model checks
-    res = evaluate(specs, lean=True, **axes)
-    fits = np.broadcast_to(res["fits_in_memory"], axes["tp"].shape)
-    if (~fits).any():
-        dropped["does not fit in memory"] = int((~fits).sum())
     keep_cols = ["tp", "pp", "ep", "sp", "dp", "batch_size", "prefill_chunk", "ttft_ms", "tpot_ms",
                  "throughput_tok_s_per_gpu", "decode_throughput_tok_s_per_gpu",
                  "interactivity_tok_s_per_user", "weights_gb", "kv_cache_gb", "decode_bound"]
-    n = axes["tp"].size
-    cols = {k: np.broadcast_to(np.asarray(res[k]), (n,))[fits] for k in keep_cols}
+    cols, unfit = evaluate_fitting(specs, axes, keep_cols, points_per_pass)
+    if unfit:
+        dropped["does not fit in memory"] = unfit
     table = pl.DataFrame(cols).with_columns(
         label(specs).alias("partition"))
     on = frontier_mask(table[x_metric].to_numpy(), table[y_metric].to_numpy())

@@ -245,20 +245,31 @@ def run(specs: Specs) -> RunResult:
     return RunResult(summary=_summary(point, specs), table=table, assumptions=assumptions(specs))
 
 
-def sweep(specs: Specs, **axes) -> pl.DataFrame:
-    """Evaluate the cartesian product of ``axes`` (each a list/array of values) in one numpy pass.
+def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, **axes) -> pl.DataFrame:
+    """Evaluate the cartesian product of ``axes`` (each a list/array of values) with numpy,
+    ``points_per_pass`` grid points at a time (``evaluate`` holds ~1.1 KB of arrays a point while
+    it runs: the chunks bound that; every point is an elementwise function of its own axes, so
+    the numbers do not depend on the chunking).
 
-    Axes not given keep the specs' values. Returns one row per grid point with the axis values and
-    every metric of ``evaluate``.
+    Axes not given keep the specs' values. Returns one row per grid point (in grid order) with
+    the axis values and every metric of ``evaluate``.
     """
     names = [a for a in axes if a in GRID_AXES]
+    extra = {k: v for k, v in axes.items() if k not in GRID_AXES}
     values = [np.asarray(axes[a], dtype=float).reshape(-1) for a in names]
-    mesh = np.meshgrid(*values, indexing="ij") if values else []
-    flat = {n: v.reshape(-1) for n, v in zip(names, mesh)}
-    res = evaluate(specs, **flat, **{k: v for k, v in axes.items() if k not in GRID_AXES})
-    n = max((np.asarray(v).size for v in res.values()), default=1)
-    cols = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in res.items()}
-    return pl.DataFrame(cols)
+    shape = tuple(v.size for v in values)
+    total = int(np.prod(shape)) if values else 1
+    step = max(1, int(points_per_pass))
+    frames = []
+    for lo in range(0, total, step):
+        # the grid points lo .. lo+step of the row-major ("ij") mesh, without building the mesh
+        idx = np.unravel_index(np.arange(lo, min(lo + step, total)), shape) if values else ()
+        flat = {n: v[i] for n, v, i in zip(names, values, idx)}
+        res = evaluate(specs, **flat, **extra)
+        n = max((np.asarray(v).size for v in res.values()), default=1)
+        frames.append(pl.DataFrame({k: np.broadcast_to(np.asarray(v), (n,)) for k, v in res.items()}))
+        del res
+    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
 __all__ = ["run", "sweep", "run_pareto"]
