@@ -59,19 +59,33 @@ class Speculation:
         self.sm_d = StepModel.from_specs(dsp) if dsp is not None else None
         self.label = specdec.draft_label(specs)
         self.rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x73706563]))
-        self.steps = 0
-        self.draft_tokens = 0
-        self.accepted = 0
+        self._lines: dict = {}
+        self.mean = float(specdec.expected_tokens(self.alpha, self.gamma))
+
+    def _raw(self, B: float, ctx_sum):
+        x, busy = verify_time(self.sm, B, self.q, ctx_sum)
+        dx, db = self.draft_decode(B, ctx_sum)
+        return x + dx, busy + db
 
     def step_times(self, B: int, ctx_sum: np.ndarray):
         """(seconds, roofline-busy seconds) of speculative steps of B sequences attending
-        ``ctx_sum`` positions in all (one entry per step); the noise hook applied to the time."""
+        ``ctx_sum`` positions in all (one entry per step); the noise hook applied to the time.
+        Both are convex piecewise-linear in the positions for a fixed B: where the probes prove
+        a line (engine.des.run.probe_line) it prices the steps."""
         B = float(B)
-        x, busy = verify_time(self.sm, B, self.q, ctx_sum)
-        dx, db = self.draft_decode(B, ctx_sum)
-        x, busy = x + dx, busy + db
-        x = np.asarray(x, dtype=np.float64) * np.ones_like(ctx_sum, dtype=np.float64)
-        busy = np.asarray(busy, dtype=np.float64) * np.ones_like(x)
+        line = self._lines.get(B, 0)
+        if line == 0:
+            from engine.des.run import probe_line
+            lx = probe_line(lambda P: self._raw(B, P)[0], B)
+            lb = probe_line(lambda P: self._raw(B, P)[1], B)
+            line = self._lines[B] = (lx, lb, min(lx[2], lb[2])) if lx and lb else None
+        if line is not None and ctx_sum[-1] <= line[2]:
+            x = line[0][0] + line[0][1] * ctx_sum
+            busy = line[1][0] + line[1][1] * ctx_sum
+        else:
+            x, busy = self._raw(B, ctx_sum)
+            x = np.asarray(x, dtype=np.float64) * np.ones_like(ctx_sum, dtype=np.float64)
+            busy = np.asarray(busy, dtype=np.float64) * np.ones_like(x)
         if self.noise is not None:
             x = self.noise(x)
         return x, busy
@@ -137,11 +151,10 @@ class Speculation:
         kmax = min(int(rep.left[:n].min()), rep.max_run)
         for attempt in (0, 1):
             left = rep.left[:n]
-            A = self.draw(kmax, n)
-            cum = np.cumsum(A, axis=0)
-            hit = (cum >= left).any(axis=1)
-            k = int(np.argmax(hit)) + 1 if hit.any() else kmax
-            cum = np.minimum(cum[:k], left)
+            cum = self._steps_until_done(kmax, n, left)
+            k = len(cum)
+            hit = (cum[-1] >= left).any()
+            cum = np.minimum(cum, left)
             blk = rep.blocks[:n]
             newb = -(-(rep.ctx[:n] + cum[-1] + g - rep.cached[:n]) // bs)
             need = int(np.maximum(newb - blk, 0).sum())
@@ -164,11 +177,27 @@ class Speculation:
             x[0] += kv.take_pending()
         x, energy, pstate = rep.price_power(t, x, busy)
         cumt = np.cumsum(x)
-        self.steps += k
-        self.draft_tokens += k * n * g
-        rep.run = DecodeRun(t, cumt, k, kv.used, bool(hit.any()), x, emit=cum, busy=busy,
+        rep.run = DecodeRun(t, cumt, k, kv.used, bool(hit), x, emit=cum, busy=busy,
                             energy=energy, pstate=pstate)
         return t + float(cumt[-1])
+
+    def _steps_until_done(self, kmax: int, n: int, left: np.ndarray) -> np.ndarray:
+        """Cumulative tokens of n sequences over the steps up to the first where one of them
+        reaches its ``left`` (at most kmax steps; k x n). Drawn in blocks of about the expected
+        number of steps, so a long run does not draw kmax x n tokens it will not use."""
+        lo = int(left.min())
+        block = min(kmax, max(4, int(lo / self.mean * 1.25) + 2))
+        cum = np.zeros((0, n), np.int64)
+        base = np.zeros(n, np.int64)
+        while True:
+            c = base + np.cumsum(self.draw(min(block, kmax - len(cum)), n), axis=0)
+            hit = (c >= left).any(axis=1)
+            if hit.any():
+                return np.concatenate([cum, c[:int(np.argmax(hit)) + 1]])
+            cum = np.concatenate([cum, c])
+            if len(cum) >= kmax:
+                return cum
+            base = cum[-1]
 
 
 __all__ = ["Speculation", "verify_time"]
