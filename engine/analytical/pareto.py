@@ -109,18 +109,19 @@ def frontier_mask(x, y):
 #: runs; evaluating the grid a chunk at a time bounds that working set (~70 MB) whatever the grid
 #: size. Each point's metrics are elementwise functions of its own axes, so chunking changes no
 #: number (tests/engine/test_sweep_chunks.py checks chunked == one pass).
-POINTS_PER_PASS = 65_536
+POINTS_PER_PASS = 16_384
 
 
 def evaluate_fitting(specs: Specs, axes: dict, columns, points_per_pass: int = POINTS_PER_PASS):
     """``evaluate(specs, lean=True, **axes)`` over flat point arrays, ``points_per_pass`` points at
     a time, keeping ``columns`` of the points that fit in memory.
 
-    Returns (column -> array over the fitting points in grid order, number of points that do not fit).
+    Returns (a polars frame of ``columns`` over the fitting points in grid order, built from one
+    frame per pass without copying them together; the number of points that do not fit).
     """
     n = int(np.asarray(axes["tp"]).size)
     step = max(1, int(points_per_pass))
-    parts = {k: [] for k in columns}
+    frames = []
     unfit = 0
     for lo in range(0, n, step):
         part = {k: np.asarray(v)[lo:lo + step] for k, v in axes.items()}
@@ -128,10 +129,9 @@ def evaluate_fitting(specs: Specs, axes: dict, columns, points_per_pass: int = P
         res = evaluate(specs, lean=True, **part)
         fits = np.broadcast_to(res["fits_in_memory"], (m,))
         unfit += m - int(np.count_nonzero(fits))
-        for k in columns:
-            parts[k].append(np.broadcast_to(np.asarray(res[k]), (m,))[fits])
+        frames.append(pl.DataFrame({k: np.broadcast_to(np.asarray(res[k]), (m,))[fits] for k in columns}))
         del res
-    return {k: (np.concatenate(v) if len(v) != 1 else v[0]) for k, v in parts.items()}, unfit
+    return (frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)), unfit
 
 
 def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, max_sp=1,
@@ -152,10 +152,11 @@ def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, 
     keep_cols = ["tp", "pp", "ep", "sp", "dp", "batch_size", "prefill_chunk", "ttft_ms", "tpot_ms",
                  "throughput_tok_s_per_gpu", "decode_throughput_tok_s_per_gpu",
                  "interactivity_tok_s_per_user", "weights_gb", "kv_cache_gb", "decode_bound"]
-    cols, unfit = evaluate_fitting(specs, axes, keep_cols, points_per_pass)
+    table, unfit = evaluate_fitting(specs, axes, keep_cols, points_per_pass)
+    del axes
     if unfit:
         dropped["does not fit in memory"] = unfit
-    table = pl.DataFrame(cols).with_columns(
+    table = table.with_columns(
         label(specs).alias("partition"))
     on = frontier_mask(table[x_metric].to_numpy(), table[y_metric].to_numpy())
     table = table.with_columns(pl.Series("on_frontier", on))

@@ -56,7 +56,7 @@ def test_pareto_sweep_chunked_equals_one_pass():
 def test_evaluate_fitting_counts_the_points_that_do_not_fit():
     s = _specs()
     axes, _ = pareto.grid(s, 8, [1, 64, 4096], [0])
-    cols, unfit = pareto.evaluate_fitting(s, axes, ["tpot_ms"], points_per_pass=5)
+    frame, unfit = pareto.evaluate_fitting(s, axes, ["tpot_ms"], points_per_pass=5)
     fits = np.broadcast_to(evaluate(s, lean=True, **axes)["fits_in_memory"], axes["tp"].shape)
     assert unfit == int((~fits).sum()) > 0
-    assert cols["tpot_ms"].size == int(fits.sum())
+    assert frame.height == int(fits.sum())
