@@ -336,10 +336,13 @@ def plan_search(overrides: list[str], launch: list[str], out_dir: Path, quiet: b
     runs_total = [0]
 
     last = [None]
+    start = [0]
 
     def progress(new_runs, done):
         runs_total[0] += new_runs
-        text = f"{runs_total[0]} DES runs, wave {k}: {done} done"
+        text = f"{runs_total[0]} DES runs, wave {k}"
+        if bar.n < start[0] + done:
+            bar.update(start[0] + done - bar.n)
         if text != last[0]:
             last[0] = text
             bar.set_postfix_str(text)
@@ -364,9 +367,9 @@ def plan_search(overrides: list[str], launch: list[str], out_dir: Path, quiet: b
         for info, cfg, _ in wave:
             resolved = OmegaConf.to_container(cfg, resolve=True)
             docs.append({**info, "config": resolved, "guess": info["estimate"]["rate_rps"] * ratio})
-        before = bar.n
+        start[0] = bar.n
         results = run_wave(docs, out_dir / f"wave{k}", launch, progress)
-        bar.update(len(wave) - (bar.n - before))
+        bar.update(max(0, start[0] + len(wave) - bar.n))
         for info, r in zip(docs, results):
             row = {kk: info[kk] for kk in ("candidate", "estimate", "price_per_hour", "tdp_w", "idle_fraction")}
             row.update({kk: v for kk, v in r.items() if kk not in row})
@@ -449,6 +452,26 @@ def _prec(r: dict) -> str:
     if not r.get("fail_rps"):
         return "?"
     return f"{(r['fail_rps'] / r['max_rps'] - 1) * 100:.1f}%" + ("*" if r.get("status") == "resolution" else "")
+
+
+def target_line(doc: dict) -> str:
+    """'R req/s: N x hardware layout = G GPUs, checked by a DES ...' for the best row, or ''."""
+    tgt = doc["plan"]["target_rps"]
+    best = next((r for r in doc["rows"] if r.get("max_rps") and r.get("target")), None)
+    if not tgt or best is None:
+        return ""
+    c, t = best["candidate"], best["target"]
+    last = t["tried"][-1]
+    q = doc["plan"]["slo"]["percentile"]
+    cost = (f", USD {best['usd_per_hour_for_target']:.2f} per hour"
+            if best.get("usd_per_hour_for_target") == best.get("usd_per_hour_for_target")
+            and best.get("usd_per_hour_for_target") is not None else "")
+    return (f"{tgt:g} req/s: {t['units']} x {c['hardware']} {c['layout']} ({c['mode']}) = "
+            f"{t['units'] * c['devices']} GPUs{cost}; " +
+            (f"checked by a DES of {t['units'] * c['replicas']} replicas behind the router at {tgt:g} req/s: "
+             f"p{q:g} TTFT {last['ttft_ms_q']:.0f} ms, p{q:g} TPOT {last['tpot_ms_q']:.1f} ms "
+             f"({last['requests']} requests)" if t["verified"] else
+             f"NOT verified: the DES at {tgt:g} req/s still failed with {t['units']} units"))
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -565,6 +588,8 @@ def report(doc: dict, out_dir: Path, command: str, name: str = "plan") -> dict:
         lines.append(f"- found / analytical estimate: median {_median(ratios):.2f}, range "
                      f"{min(ratios):.2f}-{max(ratios):.2f} (estimate pruning used x{p['bound_slack']:g} slack)")
     lines += ["", markdown_table(rows), ""]
+    if target_line(doc):
+        lines += [target_line(doc), ""]
     if png is not None:
         lines += [f"![Pareto: throughput per GPU vs interactivity]({png.name})", ""]
     lines += ["Columns: max req/s of one unit (the true maximum lies below the next failing rate, within "
@@ -610,7 +635,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="output folder (default outputs/plan/DATE/TIME)")
     ap.add_argument("--study", help="also write the report as this path stem (e.g. experiments/capacity_l8b)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--from-json", help="write the report (--out / --study) of a finished search's plan.json "
+                    "instead of searching (the overrides then only name the command it was run with, "
+                    "where plan.json does not record it)")
     a = ap.parse_args(argv)
+    if a.from_json:
+        doc = json.loads(Path(a.from_json).read_text())
+        cmd = doc.get("command") or "simllm-plan " + " ".join(a.overrides)   # plan.json before 'command'
+        paths = report(doc, Path(a.out) if a.out else Path(a.from_json).parent, cmd)
+        if a.study:
+            report(doc, Path(a.study).parent, cmd, name=Path(a.study).name)
+        print(f"report: {paths['md']}")
+        return 0
     t0, cpu0 = time.time(), time.process_time()
     conf, launch = _hydra_args(a.overrides)
     out = Path(a.out) if a.out else Path("outputs/plan") / time.strftime("%Y-%m-%d/%H-%M-%S")
@@ -638,12 +674,15 @@ def main(argv: list[str] | None = None) -> int:
         doc["figures"] = {"wall_s": time.time() - t0,
                           "cpu_s": time.process_time() - cpu0 + ru.ru_utime + ru.ru_stime,
                           "cores": os.cpu_count()}
+        doc["command"] = command
         (out / "plan.json").write_text(json.dumps(doc, indent=1, default=str))
         paths = report(doc, out, command)
         if a.study:
             st = Path(a.study)
             report(doc, st.parent, command, name=st.name)
         print(markdown_table(table_rows(doc)))
+        if target_line(doc):
+            print("\n" + target_line(doc))
         f = doc["figures"]
         print(f"\n{doc['searched']} of {doc['candidates']} candidates searched, {doc['des_runs']} DES runs "
               f"(brute force at the same resolution: {doc['brute_force_runs']}); {f['wall_s']:.1f} s wall, "
