@@ -82,7 +82,13 @@ def _overrides(job_dir: Path, doc: dict) -> dict:
 
 
 def load_jobs(sweep_dir: Path, experiment: str) -> list[Job]:
-    """The finished jobs of one multirun directory, in job-number order."""
+    """The finished jobs of one multirun directory, in job-number order. A failed job (its
+    ``error.txt``) fails the study: a table with a silently missing row is not rendered."""
+    failed = sorted(p for p in sweep_dir.iterdir() if (p / "error.txt").exists())
+    if failed:
+        first = (failed[0] / "error.txt").read_text().strip().splitlines()
+        raise RuntimeError(f"{len(failed)} job(s) of {experiment} failed, e.g. {failed[0]}: "
+                           f"{first[-1] if first else '(no message)'}")
     jobs = []
     for d in sorted((p for p in sweep_dir.iterdir() if (p / "summary.json").exists()),
                     key=lambda p: int(p.name) if p.name.isdigit() else 0):

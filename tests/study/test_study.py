@@ -88,3 +88,12 @@ def test_run_experiment_end_to_end(tmp_path):
     assert first["0/ttft"] == st._round(raw)
     again = st.figures_of(s, {exp: st.run_experiment(exp, tmp_path / "b", st.ROOT, "none")})
     assert st.compare(first, again, 0.0) == []
+
+
+def test_failed_job_fails_the_study(tmp_path):
+    sweep = tmp_path / "chunk_star_l70b8"
+    _job(sweep / "0", 2048, "tp8", 2048.0, 110.0, 110.0)
+    (sweep / "1").mkdir()
+    (sweep / "1" / "error.txt").write_text("partition.tp = 3: expected a divisor of model.num_heads=64\n")
+    with pytest.raises(RuntimeError, match=r"1 job\(s\) of chunk_star_l70b8 failed.*partition.tp = 3"):
+        st.load_jobs(sweep, "chunk_star_l70b8")
