@@ -17,11 +17,11 @@ Typical use in a benchmark script::
         bench.finish()                                # prints the table, writes JSON, --track
 
 ``region`` times a call N times in this process (``--reps``; one unmeasured warm-up unless
-``warmup=0``) and records min/median of CPU-s and wall-s, and the peak resident memory the call
-added over the resident set before it (Linux: the kernel's peak counter, reset with
+``warmup=0``) and records min/median of CPU-s and wall-s, and the peak resident memory the first
+call added over the resident set before it (Linux: the kernel's peak counter, reset with
 /proc/self/clear_refs; elsewhere tracemalloc's peak of Python and numpy allocations).
 ``cli`` runs a command N times as a child process and records its CPU-s (user + system of that
-child alone, from ``os.wait4``), wall-s and peak RSS: the cost of a whole process, imports and
+child alone, from ``os.wait4`` in a small launcher), wall-s and peak RSS: the cost of a whole process, imports and
 start-up included. ``finish`` adds this process's own totals (CPU-s since start, peak RSS).
 """
 
@@ -97,36 +97,50 @@ def _stats(values: Sequence[float]) -> dict:
 def measure(fn: Callable[[], object], reps: int = 5, warmup: int = 1) -> tuple[dict, object]:
     """Run ``fn`` ``warmup`` + ``reps`` times; returns (stats, the last return value).
 
-    stats: ``cpu_s`` and ``wall_s`` ({min, median, max, n}), ``peak_mb`` (the largest rise of
-    resident memory over the resident set before a call, MB) and ``peak_method``.
+    stats: ``cpu_s`` and ``wall_s`` ({min, median, max, n}) of the measured repetitions, and
+    ``peak_mb``: how far the first call (the warm-up if any) raised the resident set above what
+    it was before (MB; Linux's peak counter, reset first; elsewhere tracemalloc's peak of Python
+    and numpy allocations). Later calls reuse memory the allocator kept, so only the first call's
+    rise is the call's own working set.
     """
-    out = None
-    for _ in range(warmup):
-        out = fn()
-    cpu, wall, peaks = [], [], []
     use_proc = reset_peak()
-    method = "rss" if use_proc else "tracemalloc"
     if not use_proc:
         import tracemalloc
-    for _ in range(max(1, reps)):
-        out = None
+    first = True
+
+    def call():
+        nonlocal first, peak
+        if not first:
+            return fn()
+        first = False
         if use_proc:
             base = rss_mb()
             reset_peak()
         else:
             tracemalloc.start()
+        try:
+            return fn()
+        finally:
+            if use_proc:
+                peak = max(0.0, peak_rss_mb() - base)
+            else:
+                peak = tracemalloc.get_traced_memory()[1] / 1e6
+                tracemalloc.stop()
+
+    peak = 0.0
+    out = None
+    for _ in range(warmup):
+        out = call()
+    cpu, wall = [], []
+    for _ in range(max(1, reps)):
+        out = None
         c0, w0 = time.process_time(), time.perf_counter()
-        out = fn()
+        out = call()
         w1, c1 = time.perf_counter(), time.process_time()
-        if use_proc:
-            peaks.append(max(0.0, peak_rss_mb() - base))
-        else:
-            peaks.append(tracemalloc.get_traced_memory()[1] / 1e6)
-            tracemalloc.stop()
         cpu.append(c1 - c0)
         wall.append(w1 - w0)
-    return {"cpu_s": _stats(cpu), "wall_s": _stats(wall), "peak_mb": max(peaks),
-            "peak_method": method}, out
+    return {"cpu_s": _stats(cpu), "wall_s": _stats(wall), "peak_mb": peak,
+            "peak_method": "rss rise, first call" if use_proc else "tracemalloc, first call"}, out
 
 
 #: A tiny launcher: fork + exec the command and write the rusage of exactly that process as JSON.
