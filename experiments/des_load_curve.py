@@ -6,11 +6,12 @@ Llama-3.1-8B on one H100 SXM, Poisson arrivals of 512-token prompts generating 1
 Capacity (analytical): the best static-batch throughput over batch sizes 1..max_num_seqs that fit
 in memory, in requests/s = max_B [B / (TTFT(B) + 127 TPOT(B))]. The DES (vLLM scheduler) is run at
 fractions of that rate; queueing theory says TTFT stays near its batch-1 value at low load and
-grows without bound as the rate approaches capacity. Writes <out>.png and <out>.md; the study
+grows without bound as the rate approaches capacity. Writes <out>.png, <out>.md and <out>.json; the study
 experiments/des_load_curve.md is rendered from them by `simllm-study run des_load_curve`.
 """
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -85,7 +86,12 @@ def main():
         f"# TTFT vs arrival rate (engine=des)\n\n`python experiments/des_load_curve.py "
         f"--requests {args.requests}`\n\nAnalytical capacity {cap_rps:.2f} req/s (best static batch "
         f"{int(best['batch_size'])}).\n\n" + "\n".join(lines) + "\n\n![](des_load_curve.png)\n")
-    print(f"wrote {args.out}.png and {args.out}.md")
+    keys = ("rate_over_capacity", "rate_rps", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
+            "throughput_tok_s", "batch_size_mean")
+    Path(args.out + ".json").write_text(json.dumps(
+        {"capacity_rps": cap_rps, "capacity_batch": int(best["batch_size"]), "requests": args.requests,
+         "rows": [dict(zip(keys, map(float, r))) for r in rows]}, indent=1) + "\n")
+    print(f"wrote {args.out}.png, {args.out}.md and {args.out}.json")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ A figure key names the experiment, the swept point and the metric, e.g.
 ``chunk_star_l70b8/tp8/S=2048/ttft_at_chunk_star_ms``.
 """
 
+import json
 import math
 import os
 import re
@@ -232,7 +233,15 @@ def des_runner(run_dir: Path, code_root: Path) -> dict:
                            env={**os.environ, "PYTHONPATH": str(code_root)})
         if p.returncode != 0:
             raise RuntimeError("des_load_curve.py failed:\n" + p.stderr[-3000:])
-    md = Path(str(out) + ".md").read_text()
+    js = Path(str(out) + ".json")
+    if js.exists():                       # the script's machine-readable rows
+        doc = json.loads(js.read_text())
+        return {"des_load_curve": [
+            Job("des_load_curve", {"rate_over_capacity": f"{r['rate_over_capacity']:.2f}"},
+                {**{k: v for k, v in r.items() if k != "rate_over_capacity"},
+                 "capacity_rps": doc["capacity_rps"], "capacity_batch": doc["capacity_batch"]},
+                out.parent) for r in doc["rows"]]}
+    md = Path(str(out) + ".md").read_text()   # older commits (--at) wrote the table only
     cap = float(re.search(r"capacity ([\d.]+) req/s", md).group(1))
     best = re.search(r"best static batch (\d+)", md).group(1)
     jobs = []
