@@ -95,6 +95,7 @@ class Loop:
         self.handoff_s = handoff_s              # prompt tokens -> KV hand-off time [s]
         self.heap: list = []
         self.fleet = fleet              # engine.des.fleet.Fleet (cluster features) or None
+        self._deadline = None           # per-request end-to-end deadline [s] (fleet) or None
         self._seq = 0
         self.n_sys = 0                  # requests arrived and not finished (Little's law)
         self.area = 0.0
@@ -163,6 +164,9 @@ class Loop:
                 done = rep.finish(t)
                 if done:
                     self._done(done, t)
+                if self.fleet is not None and self.fleet.aborting:
+                    for rid in self.fleet.flush(rep, t):
+                        self._left(rid, t)
                 if rep.handoffs:
                     for rid in rep.handoffs:
                         self._push(t + self.handoff_s(int(st.prompt[rid])), 1, HANDOFF, rid)
@@ -192,7 +196,7 @@ class Loop:
                     rep.version += 1
                     self._push(end, 0, END, rep, rep.version)
             else:
-                self._fleet_event(kind, rep, t)
+                self._fleet_event(kind, rep, t, ver)
         if self.fleet is not None:
             # the run ends with its last arrival or completion, not with a periodic tick
             st = self.st
@@ -244,6 +248,13 @@ class Loop:
         if st.next_turn is not None and not self.users:
             first = np.flatnonzero(np.isfinite(st.arrival))
             ids = first[np.argsort(st.arrival[first], kind="stable")]
+        # end-to-end deadlines per request: the request class's deadline_s, else deadline_s
+        dl = np.full(st.n, d.deadline_s)
+        if st.klass is not None:
+            for i, c in enumerate(d.classes):
+                if c.deadline_s:
+                    dl[st.klass == i] = c.deadline_s
+        self._deadline = dl if (dl > 0).any() else None
         fin = st.arrival[np.isfinite(st.arrival)]
         f.t_last_open = float(fin.max()) + self.oh if fin.size else 0.0
         if d.timeseries_s > 0:
@@ -252,18 +263,24 @@ class Loop:
             self._push(d.autoscale_interval_s, 3, TICK, "scale")
         return ids
 
-    def _fleet_event(self, kind, tag, t):
+    def _fleet_event(self, kind, tag, t, ver=0):
         f, d = self.fleet, self.des
         if kind == EXPIRE:
-            rep = f.expire(tag, t)
-            if rep is not None:
-                self.n_sys -= 1
-                if self.progress is not None:
-                    self.progress.update(1)
+            if ver == 0:            # queue expiry (timeout_s)
+                rep = f.expire(tag, t)
+                now = rep is not None
+            else:                   # end-to-end deadline (deadline_s / the request class's)
+                rep, now = f.deadline(tag, t)
+                if rep is not None and not now:
+                    end = rep.truncate(t)       # a decode run stops after the step in progress
+                    if end is not None:
+                        rep.version += 1
+                        self._push(end, 0, END, rep, rep.version)
+            if now:
+                self._left(tag, t)
                 if rep.run is None and not rep.plan_pending and rep.waiting:
                     rep.plan_pending = True
                     self._push(t, 2, PLAN, rep)
-                self._next_turn(tag, t)
             return
         if tag == "ready":
             f.ready(t)
@@ -278,6 +295,13 @@ class Loop:
             if when is not None:
                 self._push(when, 1, TICK, "ready")
             self._push(t + d.autoscale_interval_s, 3, TICK, "scale")
+
+    def _left(self, rid, t):
+        """``rid`` was cancelled (expired or aborted): it leaves the system; a session goes on."""
+        self.n_sys -= 1
+        if self.progress is not None:
+            self.progress.update(1)
+        self._next_turn(rid, t)
 
     def _next_turn(self, rid, t):
         """Session: send the next turn of ``rid``'s session after the client sees the answer
@@ -331,6 +355,8 @@ class Loop:
             st.replica[rid] = rep.idx
             if self.des.timeout_s > 0:
                 self._push(max(t, st.arrival[rid] + self.des.timeout_s), 2, EXPIRE, rid)
+            if self._deadline is not None and self._deadline[rid] > 0:
+                self._push(max(t, st.arrival[rid] + self._deadline[rid]), 2, EXPIRE, rid, 1)
             return self._enqueue(rep, rid, t)
         self.n_sys += 1
         rep = self.router.pick(rid)

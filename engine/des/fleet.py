@@ -15,14 +15,31 @@ at or before t - d (a gateway reading scraped metrics), with d = 0 the current v
     weighted            score = w_prefix m/M - w_queue q/max(q) - w_kv kv - w_tokens x/max(x),
                         the highest wins (ties: lowest index); m = leading prefix blocks the
                         gateway routed to that replica before (its own index of routed blocks,
-                        llm-d's approximate prefix scorer; never evicted), M = the request's blocks
+                        llm-d's approximate prefix scorer), M = the request's blocks
+The gateway's index (``prefix_index``): routed (every block ever routed to a replica, never
+forgotten: it goes stale once the replica evicts), events (a replica's bit is cleared when that
+replica's cache drops the block (HBM eviction, or the last tier's with kv_host_gb/kv_disk_gb), as
+a gateway fed by the engines' KV events (llm-d's precise prefix scorer) knows; a block is known
+from its routing on), lru (per replica at most as many routed blocks as its prefix cache can hold
+(HBM blocks / pages per entry + host + disk entries), least recently routed forgotten first: the
+approximate scorer's per-server LRU). A recycled (drained) replica forgets all its blocks.
 With d = 0 and no autoscaling the first four choose exactly what engine.des.cluster's routers do.
 
 Admission / flow control (at arrival, in order): max_model_len (prompt + output above it:
 rejected), shedding (outstanding per active replica above shed_outstanding: arrivals of priority
 class >= shed_priority rejected), then routing. Expiry: a request not admitted to a running batch
-within timeout_s of its arrival leaves its queue (cancelled). A cancelled or rejected session
-turn still triggers the next turn (the user goes on).
+within timeout_s of its arrival leaves its queue (cancelled). Deadline (deadline_s, or its request
+class's): a request not complete deadline seconds after its arrival is aborted wherever it is: in a
+queue it leaves at once; in a running batch it is dropped at the end of the iteration in progress
+(a decode run is cut after the step in progress, as an arrival cuts it), its KV blocks freed and
+prefix entries unpinned as a preemption frees them (Replica.abort), not requeued; counted in
+cancelled (cancelled_running / cancelled_queued). A cancelled or rejected session turn still
+triggers the next turn (the user goes on).
+
+Decision trace (record_decisions): route, shed, reject_max_len, expire, abort_queued,
+abort_running, preempt (the victim, with its replica's outstanding, waiting and running requests,
+KV use and the victim's cached context when the scheduler chose it), replica_ready, scale_up,
+scale_up_undrain, scale_down.
 
 Autoscaling every ``autoscale_interval_s``: signal s = busy fraction of the active replicas over
 the last interval (utilisation) or outstanding requests per active replica (queue); desired =
@@ -37,9 +54,12 @@ Cost = replica-hours x devices per replica x price_per_hour.
 """
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
+from itertools import islice
 
 import numpy as np
+
+from engine.des.kv_cache import PrefixCache
 
 
 class Fleet:
@@ -77,6 +97,34 @@ class Fleet:
         self._t_prev_sample = 0.0
         self.peak_active = n_active
         self._recs: deque = deque()       # (t, recommended replicas) of the stabilization window
+        self.cancelled_running = 0
+        self.aborting: dict = {}          # replica idx -> request ids to drop when its iteration ends
+        self._routed = None               # prefix_index=lru: per replica idx an LRU of routed blocks
+        if des.router == "weighted" and des.prefix_index == "lru":
+            self._routed = {r.idx: OrderedDict() for r in pool}
+        for r in pool:
+            self._hook(r)
+
+    def _hook(self, r):
+        """Per-replica hooks: preemption decisions, evictions the gateway's index hears of."""
+        if self.decisions is not None:
+            r.on_preempt = self._on_preempt
+        pc = r.kv.prefix
+        if pc is not None and self.des.router == "weighted" and self.des.prefix_index == "events":
+            pc.on_drop = self._forget_fn(r.idx)
+
+    def _forget_fn(self, idx):
+        owner, keep = self.owner, ~(1 << idx)
+
+        def forget(h):
+            m = owner.get(h)
+            if m is not None:
+                m &= keep
+                if m:
+                    owner[h] = m
+                else:
+                    del owner[h]
+        return forget
 
     # ------------------------------------------------------------ signals
     def _snapshot(self, t):
@@ -118,7 +166,7 @@ class Fleet:
         if self.decisions is not None:
             self.decisions.append((t, rid, "route", rep.idx, int(out[rep.idx]), int(out.min()),
                                    int(out.max()), float(kv[rep.idx]), float(tok[rep.idx]),
-                                   t - seen[0] if seen[0] > -math.inf else math.nan))
+                                   t - seen[0] if seen[0] > -math.inf else math.nan, -1, -1, -1))
         self.inflight[rep.idx] += int(self.st.prompt[rid]) + int(self.st.output[rid])
         return rep
 
@@ -166,8 +214,28 @@ class Fleet:
             return
         bit = 1 << rep.idx
         owner = self.owner
-        for h in self.st.hashes[rid].tolist():
+        hs = self.st.hashes[rid].tolist()
+        for h in hs:
             owner[h] = owner.get(h, 0) | bit
+        if self._routed is not None:
+            lru = self._routed[rep.idx]
+            for h in hs:
+                lru[h] = None
+                lru.move_to_end(h)
+            cap = self._index_cap(rep)
+            if len(lru) > cap:
+                forget = self._forget_fn(rep.idx)
+                for _ in range(len(lru) - cap):
+                    forget(lru.popitem(last=False)[0])
+
+    def _index_cap(self, rep) -> int:
+        """Prefix blocks replica ``rep`` can hold: HBM blocks / pages per entry + lower tiers."""
+        pc = rep.kv.prefix
+        ppe = pc.pages_per_entry if pc is not None else 1
+        cap = rep.total // ppe
+        if pc is not None and pc.tiered:
+            cap += pc.host_cap + pc.disk_cap
+        return max(cap, 1)
 
     # ------------------------------------------------------ admission
     def admit(self, rid: int, t: float) -> str | None:
@@ -185,7 +253,7 @@ class Fleet:
 
     def _note(self, t, rid, what, rep=-1):
         if self.decisions is not None:
-            self.decisions.append((t, rid, what, rep, -1, -1, -1, math.nan, math.nan, math.nan))
+            self.decisions.append((t, rid, what, rep, -1, -1, -1, math.nan, math.nan, math.nan, -1, -1, -1))
         return what
 
     def finished(self, rid: int) -> None:
@@ -194,13 +262,8 @@ class Fleet:
         if r >= 0:
             self.inflight[r] -= int(self.st.prompt[rid]) + int(self.st.output[rid])
 
-    def expire(self, rid: int, t: float):
-        """Queue expiry of ``rid``: removed from its replica's queue if still waiting there for
-        its first admission; returns the replica (to re-plan) or None."""
-        st = self.st
-        if st.scheduled[rid] == st.scheduled[rid] or st.rejected[rid] or st.cancelled[rid]:
-            return None
-        rep = self.pool[int(st.replica[rid])]
+    def _unqueue(self, rep, rid, t) -> bool:
+        """Remove ``rid`` from ``rep``'s waiting queue; False if it is not there."""
         w = rep.waiting
         for i, e in enumerate(w):
             if e[3] == rid:
@@ -209,14 +272,70 @@ class Fleet:
                 if i < len(w):
                     import heapq
                     heapq.heapify(w)
-                break
-        else:
+                if rep.hol_since:
+                    rep.hol_end(rid, t)
+                return True
+        return False
+
+    def expire(self, rid: int, t: float):
+        """Queue expiry of ``rid``: removed from its replica's queue if still waiting there for
+        its first admission; returns the replica (to re-plan) or None."""
+        st = self.st
+        if st.scheduled[rid] == st.scheduled[rid] or st.rejected[rid] or st.cancelled[rid]:
             return None
+        rep = self.pool[int(st.replica[rid])]
+        if not self._unqueue(rep, rid, t):
+            return None
+        self._cancel(rid, t, rep, "expire")
+        return rep
+
+    def _cancel(self, rid, t, rep, what):
+        st = self.st
         st.cancelled[rid] = True
         self.cancelled += 1
         self.finished(rid)
-        self._note(t, rid, "expire", rep.idx)
-        return rep
+        if self.decisions is not None:
+            self.decisions.append((t, rid, what, rep.idx, rep.n + len(rep.waiting), -1, -1,
+                                   float(rep.kv.load) if rep.total else math.nan, math.nan, 0.0,
+                                   len(rep.waiting), rep.n, -1))
+
+    def deadline(self, rid: int, t: float):
+        """End-to-end deadline of ``rid`` at ``t`` (module docstring). Returns (replica, now):
+        now = True when it left at once (queue, or a replica between iterations: re-plan it);
+        False when it is in a batch in progress (dropped at its end: ``flush``); (None, False)
+        when it already finished, was rejected or cancelled."""
+        st = self.st
+        if st.completion[rid] == st.completion[rid] or st.rejected[rid] or st.cancelled[rid]:
+            return None, False
+        rep = self.pool[int(st.replica[rid])]
+        if self._unqueue(rep, rid, t):
+            self._cancel(rid, t, rep, "abort_queued")
+            return rep, True
+        if rep.run is None:
+            if rep.abort(rid):
+                self.cancelled_running += 1
+                self._cancel(rid, t, rep, "abort_running")
+                return rep, True
+            return None, False
+        self.aborting.setdefault(rep.idx, set()).add(rid)
+        return rep, False
+
+    def flush(self, rep, t) -> list:
+        """Drop the requests whose deadline passed during ``rep``'s iteration that just ended
+        (those it completed stay completed); returns the ids dropped."""
+        gone = []
+        for rid in self.aborting.pop(rep.idx, ()):
+            if self.st.completion[rid] != self.st.completion[rid] and rep.abort(rid):
+                self.cancelled_running += 1
+                self._cancel(rid, t, rep, "abort_running")
+                gone.append(rid)
+        return gone
+
+    def _on_preempt(self, rep, s):
+        """Decision trace row of a preemption (before the victim's KV is freed)."""
+        self.decisions.append((rep.t_plan, int(rep.rid[s]), "preempt", rep.idx, rep.n + len(rep.waiting),
+                               -1, -1, float(rep.kv.load), math.nan, 0.0, len(rep.waiting), rep.n,
+                               int(rep.ctx[s])))
 
     # -------------------------------------------------------- periodic
     def live(self, loop, t) -> bool:
@@ -233,8 +352,21 @@ class Fleet:
                     if old.tiered:
                         new.hit_entries, new.demotions, new.dropped = old.hit_entries, old.demotions, old.dropped
                     r.kv.prefix = new
+                    self._forget_all(r.idx)
+                    self._hook(r)
                 r.kv.free = r.kv.total
                 self.idle.append(r)
+
+    def _forget_all(self, idx):
+        """A recycled replica comes back empty: the gateway's index forgets its blocks
+        (prefix_index events / lru; the routed index never forgets)."""
+        if self.des.prefix_index == "routed":
+            return
+        forget = self._forget_fn(idx)
+        for h in list(self.owner):
+            forget(h)
+        if self._routed is not None:
+            self._routed[idx].clear()
 
     def ready(self, t):
         """Provisioned replicas whose delay is over join the active set."""
@@ -332,6 +464,9 @@ class Fleet:
         out = {"replica_hours": self.replica_hours,
                "rejected_max_len": self.rejected_max_len, "shed": self.shed,
                "cancelled": self.cancelled}
+        if self.des.deadline_s or any(c.deadline_s for c in self.des.classes):
+            out["cancelled_running"] = self.cancelled_running
+            out["cancelled_queued"] = self.cancelled - self.cancelled_running
         if self.des.autoscale != "none":
             out.update(replicas_peak=self.peak_active, scale_events=self.scale_events)
         if self.price:
@@ -371,7 +506,8 @@ class Fleet:
         if self.decisions is None:
             return None
         cols = ("t_s", "request_id", "decision", "replica", "seen_outstanding", "seen_min_outstanding",
-                "seen_max_outstanding", "seen_kv_use", "seen_inflight_tokens", "signal_age_s")
+                "seen_max_outstanding", "seen_kv_use", "seen_inflight_tokens", "signal_age_s",
+                "seen_waiting", "seen_running", "victim_context_tokens")
         return pl.DataFrame(self.decisions, schema=list(cols), orient="row")
 
 
@@ -384,6 +520,23 @@ def pool_size(des, n_rep: int) -> int:
     if des.autoscale != "none":
         return max(n_rep, des.autoscale_max or n_rep)
     return n_rep
+
+
+class HeardCache(PrefixCache):
+    """An HBM prefix cache that tells ``on_drop`` which entries it evicts (prefix_index=events:
+    the KV events a gateway hears)."""
+
+    on_drop = None
+
+    def evict(self, pages: int) -> int:
+        if self.on_drop is None:
+            return super().evict(pages)
+        # PrefixCache.evict pops min(len(lru), ceil(pages / pages_per_entry)) oldest entries
+        gone = list(islice(self.lru, min(len(self.lru), -(-pages // self.pages_per_entry))))
+        freed = super().evict(pages)
+        for h in gone:
+            self.on_drop(h)
+        return freed
 
 
 def cache_factory(specs, des, stream):
@@ -404,6 +557,8 @@ def cache_factory(specs, des, stream):
 
         tiers = tier_setup(specs, des, stream.block_tokens)
         return lambda: TieredPrefixCache(ppe, *tiers)
+    if des.router == "weighted" and des.prefix_index == "events":
+        return lambda: HeardCache(ppe)
     return lambda: PrefixCache(ppe)
 
 
@@ -455,7 +610,14 @@ def results(fleet, reps, st, table, des) -> tuple[dict, dict]:
     dec = fleet.decisions_frame()
     if dec is not None:
         frames["decisions"] = dec
-    s["hol_blocked_heads"] = sum(len(r.hol) for r in reps if getattr(r, "hol", None) is not None)
+    hol = [r for r in reps if getattr(r, "hol", None) is not None]
+    s["hol_blocked_heads"] = sum(len(r.hol) for r in hol)
+    # blocked time: first failed KV check (others queued behind) to admission; heads still
+    # blocked when the run ends count to its end
+    t_end = float(np.nanmax(st.completion)) if np.isfinite(st.completion).any() else 0.0
+    open_s = [max(t_end - t0, 0.0) for r in hol for t0 in r.hol_since.values()]
+    s["hol_blocked_s"] = sum(r.hol_s for r in hol) + sum(open_s)
+    s["hol_blocked_max_s"] = max([r.hol_max_s for r in hol] + open_s, default=0.0)
     return s, frames
 
 

@@ -139,20 +139,43 @@ def class_slos(des, c: int) -> tuple[float, float]:
     return float(t), float(p)
 
 
+def slo_limits(st: State, des) -> tuple[np.ndarray, np.ndarray]:
+    """Per request (TTFT, TPOT) SLO [ms]: its request class's own (DesSpec.classes: slo_*_ms > 0),
+    else its priority class's (class_slos)."""
+    pri = st.priority.astype(np.int64)
+    lim_t = np.empty(st.n)
+    lim_p = np.empty(st.n)
+    for c in np.unique(pri):
+        lim_t[pri == c], lim_p[pri == c] = class_slos(des, int(c))
+    klass = getattr(st, "klass", None)
+    if klass is not None:
+        for i, c in enumerate(des.classes):
+            if c.slo_ttft_ms:
+                lim_t[klass == i] = c.slo_ttft_ms
+            if c.slo_tpot_ms:
+                lim_p[klass == i] = c.slo_tpot_ms
+    return lim_t, lim_p
+
+
 def slo_ok(st: State, table: pl.DataFrame, des) -> np.ndarray:
     """Per request: completed and within its class's TTFT and TPOT SLOs (a rejected, shed or
     cancelled request never is)."""
     ttft = table["ttft_ms"].to_numpy()
     tpot = table["tpot_ms"].to_numpy()
-    pri = st.priority.astype(np.int64)
-    classes = np.unique(pri)
-    lim_t = np.empty(st.n)
-    lim_p = np.empty(st.n)
-    for c in classes:
-        lim_t[pri == c], lim_p[pri == c] = class_slos(des, int(c))
+    lim_t, lim_p = slo_limits(st, des)
     with np.errstate(invalid="ignore"):
         return (np.isfinite(st.completion) & (ttft <= lim_t)
                 & ((st.output <= 1) | (tpot <= lim_p)))
+
+
+def class_groups(st: State, des) -> list[tuple[str, np.ndarray]]:
+    """(metric prefix, member mask) per class: the declared request classes (``class_<name>`` or
+    ``class<i>`` when unnamed) when DesSpec.classes is set, else the priority classes (``class<c>``)."""
+    klass = getattr(st, "klass", None)
+    if klass is not None:
+        return [(f"class_{c.name}" if c.name else f"class{i}", klass == i) for i, c in enumerate(des.classes)]
+    pri = st.priority.astype(np.int64)
+    return [(f"class{c}", pri == c) for c in np.unique(pri)]
 
 
 def jain_index(x) -> float:
@@ -188,27 +211,30 @@ def priority_inversions(st: State) -> int:
 
 
 def class_summary(st: State, table: pl.DataFrame, des, ok: np.ndarray) -> dict:
-    """Per priority class c: ``class<c>_`` TTFT/TPOT/E2E p50/p99, goodput_rps, slo_attainment
-    and requests; ``fairness_jain`` over the classes' SLO attainment; ``priority_inversions``."""
+    """Per class (``class_groups``: declared request classes, else priority classes): TTFT/TPOT/E2E
+    p50/p99, goodput_rps, slo_attainment, requests, cancelled (queue expiry and deadline aborts)
+    and rejected (too long, shed); ``fairness_jain`` over the classes' SLO attainment;
+    ``priority_inversions``."""
     out: dict = {}
-    pri = st.priority.astype(np.int64)
     done = _measured(st)
     t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
     t1 = float(np.nanmax(st.completion)) if done.any() else t0
     span = t1 - t0
     att = []
-    for c in np.unique(pri):
-        m = pri == c
+    for key, m in class_groups(st, des):
         for col in ("ttft_ms", "tpot_ms", "e2e_ms"):
             v = table[col].to_numpy()[m & done]
             v = v[np.isfinite(v)]
             for label, q in (("p50", 50.0), ("p99", 99.0)):
-                out[f"class{c}_{col}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
-        a = float(ok[m].sum()) / int(m.sum())
+                out[f"{key}_{col}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
+        k = int(m.sum())
+        a = float(ok[m].sum()) / k if k else float("nan")
         att.append(a)
-        out[f"class{c}_requests"] = int(m.sum())
-        out[f"class{c}_slo_attainment"] = a
-        out[f"class{c}_goodput_rps"] = float(ok[m].sum()) / span if span > 0 else float("nan")
+        out[f"{key}_requests"] = k
+        out[f"{key}_slo_attainment"] = a
+        out[f"{key}_goodput_rps"] = float(ok[m].sum()) / span if span > 0 else float("nan")
+        out[f"{key}_cancelled"] = int(st.cancelled[m].sum())
+        out[f"{key}_rejected"] = int(st.rejected[m].sum())
     out["fairness_jain"] = jain_index(att)
     out["slo_attainment_classes"] = float(ok.sum()) / st.n if st.n else float("nan")
     out["priority_inversions"] = priority_inversions(st)

@@ -128,6 +128,11 @@ class Replica:
         #: cluster features: queue heads that did not fit the KV blocks while others waited
         #: behind them (head-of-line blocking detector); None when off
         self.hol: set | None = set() if spec.cluster_features else None
+        self.hol_since: dict = {}     # blocked head -> when it first blocked (open episodes)
+        self.hol_s = 0.0              # closed episodes: seconds from first block to admission
+        self.hol_max_s = 0.0
+        self.on_preempt = None        # cluster decision trace: f(replica, victim slot) before it is freed
+        self.t_plan = 0.0             # time of the plan in progress (stamps preemption decisions)
 
     # the pool's figures under the names the event loop and the summary read
     @property
@@ -171,6 +176,7 @@ class Replica:
         """Choose the next iteration (or run of decode iterations) at time ``t`` with the
         scheduler strategy; return its end time, or None when there is nothing to do."""
         self.plan_pending = False
+        self.t_plan = t
         return self.sched.plan(self, t)
 
     def _reserve(self, prompt, output, cached, pf, seq):
@@ -233,11 +239,11 @@ class Replica:
                 low = pc.lower(hashes[:nhit])
                 if kv.avail() - need - low[0] < kv.wm:
                     if self.hol is not None and len(self.waiting) > 1:
-                        self.hol.add(rid)
+                        self._hol_block(rid, t)
                     break
             elif kv.avail() - need < kv.wm:
                 if self.hol is not None and len(self.waiting) > 1:
-                    self.hol.add(rid)    # head-of-line: it blocks the requests queued behind
+                    self._hol_block(rid, t)    # head-of-line: it blocks the requests queued behind
                 break
             rem = budget - used
             if not pf:
@@ -251,6 +257,8 @@ class Replica:
                     break
                 chunk = min(pf, rem)
             heapq.heappop(self.waiting)
+            if self.hol_since:
+                self.hol_end(rid, t)
             if st.swapped[rid]:       # swap-in before the next iteration
                 st.swapped[rid] = False
                 kv.swap_in(seq - 1)
@@ -630,6 +638,8 @@ class Replica:
         iteration (vLLM swaps between iterations)."""
         st = self.st
         rid = int(self.rid[s])
+        if self.on_preempt is not None:
+            self.on_preempt(self, s)
         st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
         st.last_token[rid] = self.last[s]
         swap = bool(self.kv.swap_s_per_token) and self.pf[s] == 0
@@ -647,3 +657,33 @@ class Replica:
         self.n = last
         self._seq += 1
         heapq.heappush(self.waiting, (0, -self._seq, self._seq, rid))
+
+    # ------------------------------------------ cluster hooks (engine.des.fleet; off by default)
+    def _hol_block(self, rid, t):
+        """Head-of-line detector: queue head ``rid`` failed the KV check with others behind it."""
+        self.hol.add(rid)
+        self.hol_since.setdefault(rid, t)
+
+    def hol_end(self, rid, t):
+        """``rid`` left the queue (admitted or cancelled): close its blocked episode, if any."""
+        t0 = self.hol_since.pop(rid, None)
+        if t0 is not None:
+            self.hol_s += t - t0
+            self.hol_max_s = max(self.hol_max_s, t - t0)
+
+    def abort(self, rid: int) -> bool:
+        """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
+        blocks freed and prefix entries unpinned as a preemption frees them (``_release``), its
+        slot compacted as ``_preempt`` does; not requeued. False if it is not running here."""
+        hit = np.flatnonzero(self.rid[:self.n] == rid)
+        if not hit.size:
+            return False
+        s = int(hit[0])
+        self.st.emitted[rid] = int(self.st.output[rid]) - int(self.left[s])
+        self._release(s)
+        last = self.n - 1
+        if s != last:
+            self._ints[:, s] = self._ints[:, last]
+            self.last[s] = self.last[last]
+        self.n = last
+        return True

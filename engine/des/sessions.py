@@ -21,6 +21,17 @@ t0 = traffic_start_s, L = traffic_len_s:
     drain    f = 1 before t0, falling linearly to 0 over [t0, t0 + L), 0 after: arrivals the
              shaped process never reaches (R a > Lambda(inf)) are dropped from the stream
 
+Request classes (``classes``, engine.spec.des.RequestClass). Each request of the one stream (its
+arrivals from engine.des.workload.arrivals, or the trace's) gets a class: first the classes with a
+filter take the requests whose lengths match it (in declared order), then the rest are split by
+share (independent draws, P(class) = share / sum of the share classes' shares). Marking a Poisson
+stream of rate R independently this way gives each class a Poisson stream of rate share x R (the
+thinning theorem), so the classes need no arrival process of their own. A class with prompt_len
+(output_len) > 0 draws its members' lengths from its own LengthDist located there
+(engine.des.workload.sample_lengths); its priority becomes the request's priority. Applied before
+reasoning outputs, the traffic shape and sessions (a session turn keeps the class of the request it
+was made from).
+
 Multi-turn sessions. The stream's requests, in arrival order, are cut into sessions of K turns
 (K geometric with mean ``session_turns``, >= 1). A session starts at its first request's arrival;
 turn j + 1 is sent an exponential think time (mean ``session_think_s``) after turn j completes
@@ -172,9 +183,72 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
                    think_s=think, session=session, source=f"{stream.source} as sessions")
 
 
+def _matches(c, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """Requests whose lengths satisfy class ``c``'s filter (every term)."""
+    import operator as op
+    ops = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge, "==": op.eq, "!=": op.ne}
+    m = np.ones(len(prompt), bool)
+    for col, o, v in c.terms():
+        m &= ops[o](prompt if col == "prompt_len" else output, v)
+    return m
+
+
+def apply_classes(stream: RequestStream, des) -> RequestStream:
+    """Request classes of ``des.classes`` (module docstring): sets ``klass``, ``priority`` and
+    the lengths of classes with their own distributions. Identity without classes."""
+    from engine.des.workload import sample_lengths
+    from engine.errors import SpecError
+
+    classes = des.classes
+    n = len(stream)
+    if not classes or not n:
+        return stream
+    if len(np.unique(stream.priority)) > 1:
+        raise SpecError("workload.priority_fraction", "> 0",
+                        "0 when engine.des.classes declares the classes (their priority field)")
+    r_pick, r_len = (np.random.default_rng(s) for s in np.random.SeedSequence([des.seed, 23]).spawn(2))
+    klass = np.full(n, -1, np.int16)
+    for i, c in enumerate(classes):
+        if c.filter:
+            klass[(klass < 0) & _matches(c, stream.prompt, stream.output)] = i
+    share_ids = [i for i, c in enumerate(classes) if not c.filter]
+    rest = np.flatnonzero(klass < 0)
+    if rest.size:
+        if not share_ids:
+            raise SpecError("engine.des.classes", [c.filter for c in classes],
+                            f"filters covering every request ({rest.size} of {n} match none; "
+                            "add a class with a share to take the rest)")
+        p = np.array([classes[i].share for i in share_ids], dtype=np.float64)
+        klass[rest] = np.asarray(share_ids, np.int16)[rng_choice(r_pick, len(share_ids), rest.size, p / p.sum())]
+    prompt, output = stream.prompt, stream.output
+    priority = np.zeros(n, np.int8)
+    for i, c in enumerate(classes):
+        m = klass == i
+        priority[m] = c.priority
+        k = int(m.sum())
+        if c.prompt_len and k:
+            prompt = prompt.copy() if prompt is stream.prompt else prompt
+            prompt[m] = sample_lengths(c.prompt_dist, c.prompt_len, k, r_len)
+        if c.output_len and k:
+            output = output.copy() if output is stream.output else output
+            output[m] = sample_lengths(c.output_dist, c.output_len, k, r_len)
+    hashes = stream.hashes
+    if hashes is not None and prompt is not stream.prompt:
+        bt = stream.block_tokens      # a redrawn prompt keeps only the blocks it still covers
+        hashes = [h[:int(p) // bt] if h is not None else None for h, p in zip(hashes, prompt)]
+    return replace(stream, prompt=prompt, output=output, priority=priority, klass=klass, hashes=hashes)
+
+
+def rng_choice(rng: np.random.Generator, k: int, size: int, p: np.ndarray) -> np.ndarray:
+    """``size`` indices in [0, k) with probabilities ``p`` (one uniform each, inverse CDF)."""
+    return np.minimum(np.searchsorted(np.cumsum(p), rng.random(size), side="right"), k - 1)
+
+
 def transform(stream: RequestStream, des) -> RequestStream:
     """All workload transforms of ``des`` in order: reasoning outputs, traffic shape (on the
     session starts, i.e. the open-loop arrivals), sessions. Identity when all are off."""
+    if des.classes:
+        stream = apply_classes(stream, des)
     if not (des.reasoning_fraction or des.traffic_shape != "none" or des.session_turns
             or des.arrival_dist != "none"):
         return stream
@@ -197,8 +271,10 @@ def transform(stream: RequestStream, des) -> RequestStream:
             idx = np.flatnonzero(keep)
             stream = replace(stream, arrival_s=arr[idx], prompt=stream.prompt[idx],
                              output=stream.output[idx], priority=stream.priority[idx],
+                             klass=stream.klass[idx] if stream.klass is not None else None,
                              hashes=[stream.hashes[i] for i in idx] if stream.hashes is not None else None)
     return sessionize(stream, des, r_sess)
 
 
-__all__ = ["rate_profile", "shape_arrivals", "sessionize", "apply_reasoning", "redraw_gaps", "transform"]
+__all__ = ["rate_profile", "shape_arrivals", "sessionize", "apply_reasoning", "redraw_gaps", "transform",
+           "apply_classes"]

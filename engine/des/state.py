@@ -24,6 +24,7 @@ class State:
         self.hashes = stream.hashes
         self.arrival = stream.arrival_s.copy()
         self.next_turn, self.think_s = stream.next_turn, stream.think_s   # sessions (or None)
+        self.klass = stream.klass      # request class index (DesSpec.classes) or None
         self.cancelled = np.zeros(n, bool)          # expired in the queue (DesSpec.timeout_s)
         nan = lambda: np.full(n, np.nan)  # noqa: E731
         self.scheduled = nan()       # first admission into a running batch

@@ -38,6 +38,7 @@ class TieredPrefixCache(PrefixCache):
         self.hit_entries = {"hbm": 0, "host": 0, "disk": 0}
         self.demotions = {"host": 0, "disk": 0}
         self.dropped = 0
+        self.on_drop = None       # f(hash) when an entry leaves the last tier (engine.des.fleet)
 
     def match(self, hashes, limit: int) -> int:
         n = 0
@@ -111,8 +112,10 @@ class TieredPrefixCache(PrefixCache):
             self.demotions["disk"] += 1
             if len(self.disk) <= self.disk_cap:
                 return
-            self.disk.popitem(last=False)
+            h, _ = self.disk.popitem(last=False)
         self.dropped += 1
+        if self.on_drop is not None:      # the gateway's prefix index forgets it (prefix_index=events)
+            self.on_drop(h)
 
 
 def tier_setup(specs, des, block_tokens: int) -> tuple[int, int, float, float]:

@@ -37,6 +37,9 @@ class RequestStream:
     next_turn: np.ndarray | None = None
     think_s: np.ndarray | None = None
     session: np.ndarray | None = None
+    #: request classes (DesSpec.classes; engine.des.sessions.apply_classes): class index per
+    #: request; None = one class
+    klass: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt)

@@ -7,12 +7,14 @@ by default: ``resolve(framework)`` fills each None from ``Specs.framework`` (eng
 so their defaults live in the framework profile only; a value set here overrides the profile.
 """
 
-from dataclasses import dataclass, fields, replace
+import re
+from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
 from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
 from engine.spec.meta import param
+from engine.spec.workload import LengthDist, _coerce
 OUTPUT_FORMATS = ("parquet", "csv")
 
 SCHEDULERS = FRAMEWORK_SCHEDULERS
@@ -23,8 +25,78 @@ QUEUE_POLICIES = ("fcfs", "priority", "sjf")
 ADMISSIONS = ("always", "token_bucket")
 ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "weighted")
 PROGRESS = ("auto", "on", "off")
+PREFIX_INDEX = ("routed", "events", "lru")
 TRAFFIC_SHAPES = ("none", "diurnal", "spike", "ramp", "drain")
 AUTOSCALE = ("none", "utilisation", "queue")
+
+
+_FILTER_TERM = r"\s*(prompt_len|output_len)\s*(<=|>=|==|!=|<|>)\s*(\d+)\s*"
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """One request class of ``DesSpec.classes`` (engine.des.sessions.apply_classes).
+
+    name: label of its results (``class_<name>_*``; '' = its index: ``class<i>_*``);
+    share: fraction of the stream's requests it takes (classes without a filter; they sum to 1);
+    filter: instead of a share, the requests whose lengths match "prompt_len >= 2048 &
+        output_len < 100" (terms ``prompt_len|output_len  < <= > >= == !=  integer`` joined by
+        &; a request goes to the first class, in order, whose filter it matches; the rest are
+        split between the share classes); meant for traces, whose rows keep their lengths;
+    prompt_len / output_len: > 0 draws the class's lengths from prompt_dist / output_dist
+        located there (the workload's LengthDist; 0 = the stream's own lengths);
+    priority: its SLO / queue class (queue_policy=priority serves lower first; shedding);
+    slo_ttft_ms / slo_tpot_ms: its SLOs (0 = engine.des.slo_*_ms);
+    deadline_s: its end-to-end deadline (0 = engine.des.deadline_s).
+    """
+
+    name: str = ""
+    share: float = 0.0
+    filter: str = ""
+    prompt_len: int = 0
+    output_len: int = 0
+    prompt_dist: LengthDist = field(default_factory=LengthDist)
+    output_dist: LengthDist = field(default_factory=LengthDist)
+    priority: int = 0
+    slo_ttft_ms: float = 0.0
+    slo_tpot_ms: float = 0.0
+    deadline_s: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "prompt_dist", _coerce(LengthDist, self.prompt_dist))
+        object.__setattr__(self, "output_dist", _coerce(LengthDist, self.output_dist))
+
+    def check(self, group: str) -> None:
+        if not (isinstance(self.name, str) and re.fullmatch(r"[A-Za-z0-9_]*", self.name)):
+            raise SpecError(f"{group}.name", self.name, "letters, digits and _ (a metric-name part)")
+        if not (isinstance(self.share, (int, float)) and 0 <= self.share <= 1):
+            raise SpecError(f"{group}.share", self.share, "a fraction in [0, 1]")
+        if self.filter:
+            self.terms()
+            if self.share:
+                raise SpecError(f"{group}.share", self.share, "0 for a class with a filter "
+                                "(its members are the requests the filter matches)")
+        elif not self.share > 0:
+            raise SpecError(f"{group}.share", self.share, "a share > 0 (or a filter)")
+        positive_int(group, "prompt_len", self.prompt_len, minimum=0)
+        positive_int(group, "output_len", self.output_len, minimum=0)
+        positive_int(group, "priority", self.priority, minimum=0)
+        for f in ("slo_ttft_ms", "slo_tpot_ms", "deadline_s"):
+            non_negative(group, f, getattr(self, f))
+        self.prompt_dist.check(f"{group}.prompt_dist")
+        self.output_dist.check(f"{group}.output_dist")
+
+    def terms(self) -> list:
+        """The filter as [(column, operator, value)]; SpecError naming the filter if it does not parse."""
+        out = []
+        for part in self.filter.split("&"):
+            m = re.fullmatch(_FILTER_TERM, part)
+            if m is None:
+                raise SpecError("engine.des.classes.filter", self.filter,
+                                "terms like 'prompt_len >= 2048' (prompt_len|output_len, < <= > >= == !=, "
+                                "an integer) joined by &")
+            out.append((m.group(1), m.group(2), int(m.group(3))))
+        return out
 
 
 @dataclass(frozen=True)
@@ -110,7 +182,17 @@ class DesSpec:
     record_decisions: keep every routing/admission decision with the signals it saw
         (frames["decisions"]);
     counterfactual: "key=value,..." engine.des settings of a second run on the same arrivals;
-        per-request regret in frames["regret"], cf_* in the summary (engine.des.counterfactual).
+        per-request regret in frames["regret"], cf_* in the summary (engine.des.counterfactual);
+    classes: request classes (a list of RequestClass mappings: name, share or filter, their own
+        length distributions, priority, SLOs, deadline); empty = one class as before (the
+        workload's priority_fraction); per-class results ``class_<name>_*``;
+    deadline_s: end-to-end deadline: a request not complete this long after its arrival is
+        aborted wherever it is (queue or running batch; its KV blocks freed as a preemption frees
+        them) and counted in cancelled (0 = never);
+    prefix_index: what the weighted router's gateway index of prefix blocks knows: routed (every
+        block it routed, never forgotten), events (blocks the replica stored, forgotten when the
+        replica evicts them: KV events), lru (routed blocks, at most as many per replica as its
+        prefix cache holds blocks, least recently routed forgotten first).
     """
 
     scheduler: str | None = None
@@ -180,6 +262,9 @@ class DesSpec:
     class_slo_tpot_ms: tuple = param((), config_type=list)
     record_decisions: bool = False
     counterfactual: str = ""
+    classes: tuple = param((), config_type=list)
+    deadline_s: float = 0.0
+    prefix_index: str = "routed"
     # outputs (engine.des.extras): the per-request table as parquet | csv (table.csv like the
     # SimLLM seed's results/q512.csv); per-token timestamps (token_times_s, itl_ms list columns)
     output_format: str = "parquet"
@@ -270,6 +355,19 @@ class DesSpec:
             v = getattr(self, f)
             if not all(isinstance(x, (int, float)) and x > 0 for x in v):
                 raise SpecError(f"{g}.{f}", list(v), "a list of positive milliseconds, one per priority class")
+        object.__setattr__(self, "classes", tuple(
+            c if isinstance(c, RequestClass) else _request_class(c, i) for i, c in enumerate(self.classes)))
+        for i, c in enumerate(self.classes):
+            c.check(f"{g}.classes[{i}]")
+        if self.classes:
+            names = [c.name or str(i) for i, c in enumerate(self.classes)]
+            if len(set(names)) < len(names):
+                raise SpecError(f"{g}.classes", names, "distinct class names")
+            shares = [c.share for c in self.classes if not c.filter]
+            if not any(c.filter for c in self.classes) and abs(sum(shares) - 1.0) > 1e-6:
+                raise SpecError(f"{g}.classes", [c.share for c in self.classes], "shares summing to 1")
+        non_negative(g, "deadline_s", self.deadline_s)
+        one_of(g, "prefix_index", self.prefix_index, PREFIX_INDEX)
         if not isinstance(self.record_decisions, bool):
             raise SpecError(f"{g}.record_decisions", self.record_decisions, "true or false")
         if self.watermark is not None and not (isinstance(self.watermark, (int, float))
@@ -326,8 +424,20 @@ class DesSpec:
                     or self.kv_disk_gb or self.router == "weighted" or self.signal_delay_s
                     or self.shed_outstanding or self.autoscale != "none" or self.timeseries_s
                     or self.class_slo_ttft_ms or self.class_slo_tpot_ms or self.record_decisions
-                    or self.counterfactual)
+                    or self.counterfactual or self.classes or self.deadline_s
+                    or self.prefix_index != "routed")
 
 
-__all__ = ["DesSpec", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS",
+def _request_class(d, i: int) -> RequestClass:
+    """A RequestClass from a config mapping; SpecError naming unknown keys."""
+    if not isinstance(d, dict):
+        raise SpecError(f"engine.des.classes[{i}]", d, "a mapping of RequestClass fields")
+    known = {f.name for f in fields(RequestClass)}
+    extra = sorted(set(d) - known)
+    if extra:
+        raise SpecError(f"engine.des.classes[{i}]", extra, f"fields among {sorted(known)}")
+    return RequestClass(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
+
+
+__all__ = ["DesSpec", "RequestClass", "PREFIX_INDEX", "FROM_FRAMEWORK", "SCHEDULERS", "QUEUE_POLICIES", "ADMISSIONS", "ROUTERS",
            "TRAFFIC_SHAPES", "AUTOSCALE"]

