@@ -1,19 +1,20 @@
 """Speed of the analytical engine: one evaluation, and a 10,000-point vectorised grid.
 
-    python benchmarks/bench_analytical.py
+    python benchmarks/bench_analytical.py [--reps 20] [--track]
 
-Prints wall-clock figures (median of repeats); nothing is asserted.
+Prints CPU-s of each call alone and wall time (min/median of the repetitions), the peak memory a
+call adds, this process's CPU-s and peak RSS, and writes benchmarks/results/bench_analytical.json;
+nothing is asserted. (bench_memory.py measures a 10^6-point sweep in a fresh process.)
 """
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._measure import Bench  # noqa: E402
 from engine.analytical import run, sweep  # noqa: E402
 from engine.spec import (CalibrationSpec, HardwareSpec, ModelSpec, PartitionSpec, Specs,  # noqa: E402
                          WorkloadSpec)
@@ -29,28 +30,21 @@ def specs():
                  CalibrationSpec(0.88, 0.85, 0.75, 2e9, 0.9))
 
 
-def timeit(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def main():
+    bench = Bench("bench_analytical", __doc__, reps=20)
+    args = bench.parse_args()
     s = specs()
-    run(s)  # warm-up (imports, first numpy calls)
-    one = timeit(lambda: run(s), 200)
+    bench.region("run(), one configuration", lambda: run(s), n=1, unit="runs", reps=max(args.reps, 10) * 10)
     axes = dict(batch_size=np.arange(1, 101), prompt_len=[128, 512, 2048, 8192, 32768],
                 hbm_bandwidth_bytes_s=[2e12, 3.35e12, 4.8e12, 8e12],
                 output_len=[128, 1024, 4096, 8192, 16384])
     n = 100 * 5 * 4 * 5
-    sweep(s, **axes)
-    grid = timeit(lambda: sweep(s, **axes), 20)
-    print(f"analytical run(), one configuration: {one * 1e3:.3f} ms (median of 200)")
-    print(f"analytical sweep(), {n:,}-point grid: {grid * 1e3:.1f} ms (median of 20) "
-          f"= {grid / n * 1e6:.2f} us/point, {n / grid:,.0f} points/s")
+    bench.region(f"sweep(), {n:,}-point grid", lambda: sweep(s, **axes), n=n, unit="points")
+    one, grid = (bench.rows[0]["cpu_s"]["median"], bench.rows[1]["cpu_s"]["median"])
+    print(f"analytical run(), one configuration: {one * 1e3:.3f} CPU-ms (median of {bench.rows[0]['cpu_s']['n']})")
+    print(f"analytical sweep(), {n:,}-point grid: {grid * 1e3:.1f} CPU-ms (median of {bench.rows[1]['cpu_s']['n']}) "
+          f"= {grid / n * 1e6:.2f} CPU-us/point, {n / grid:,.0f} points per CPU-s")
+    bench.finish()
 
 
 if __name__ == "__main__":

@@ -19,13 +19,18 @@ of |predicted / measured - 1| for
 * roofline  — max(F / (P x 0.688), Q / (B x 0.623)), the project's default global efficiencies
               (collectives: bus bytes / (link x 0.449) + (n - 1) x 2 us).
 
-Then the evaluation speed of gemm_s on an 8192-long token array (calls/s).
+Then the evaluation speed of gemm_s on an 8192-long token array: CPU-s per call alone and wall
+(min/median of --reps batches of 50 calls), each chip's refit as CPU-s; this process's CPU-s and
+peak RSS; a JSON beside the table (benchmarks/results/bench_kernels.json, --track: MLflow).
 """
 
-import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.cost import grid, kernel_model, transfer
 from engine.cost.derive import GRIDS
@@ -165,19 +170,17 @@ def anchored_errors(t, chip, fw, cls, exclude=None):
     return np.concatenate(errs) if errs else []
 
 
-def speed():
+def speed(bench, calls=50):
+    """gemm_s calls per CPU-second per backend (batches of ``calls`` calls, --reps batches)."""
     h100 = HardwareSpec(name="h100_sxm", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12, hbm_capacity_bytes=80e9,
                         hbm_bandwidth_bytes_s=3.35e12, scaleup_bandwidth_bytes_s=450e9, kernel_tables="h100_sxm")
     m = np.arange(1, 8193)
     out = {}
     for backend in ("measured", "transfer"):
         km = kernel_model(h100, "trtllm", backend)
-        km.gemm_s(m, 4096, 4096, "bf16")
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < 1.0:
-            km.gemm_s(m, 4096, 4096, "bf16")
-            n += 1
-        out[backend] = n / (time.perf_counter() - t0)
+        bench.region(f"gemm_s 8192 tokens, {backend}",
+                     lambda: [km.gemm_s(m, 4096, 4096, "bf16") for _ in range(calls)], n=calls, unit="calls")
+        out[backend] = calls / bench.rows[-1]["cpu_s"]["min"]
     return out
 
 
@@ -250,12 +253,15 @@ def plot(path, chip="h100_sxm", fw="trtllm"):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from benchmarks._measure import Bench
+
+    bench = Bench("bench_kernels", __doc__)
+    ap = bench.parser
     ap.add_argument("--framework", default="trtllm")
     ap.add_argument("--chips", default="h100_sxm,h200_sxm,b200_sxm")
     ap.add_argument("--plot", help="also write the efficiency figure for h100_sxm to this PNG "
                                    "(docs/kernel_efficiency_h100.png)")
-    a = ap.parse_args(argv)
+    a = bench.parse_args(argv)
     if a.plot:
         plot(a.plot, fw=a.framework)
     t = shipped_tables()
@@ -263,9 +269,10 @@ def main(argv=None):
     print(f"{'held out':10} {'class':13} {'transfer':>17} {'anchored':>17} {'no twin':>17} {'measured':>17} "
           f"{'roofline':>17}")
     for chip in a.chips.split(","):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fits = transfer.fit_all(t, a.framework, exclude=(chip,))
-        fit_s = time.perf_counter() - t0
+        fit_s = time.process_time() - c0
+        bench.record(f"refit without {chip}", [fit_s], [time.perf_counter() - t0])
         for cls in CLASSES:
             tr, roof = transfer_errors(t, chip, a.framework, fits, cls)
             me = measured_errors(t, chip, a.framework, cls)
@@ -280,10 +287,11 @@ def main(argv=None):
             print(f"{chip:10} {cls:13} " + " ".join(f"{c:>17}" for c in cells))
         anchors = [kernel_model(_hw(t, chip), a.framework, "anchored", exclude=ex).name.split()[2].rstrip(",")
                    for ex in ((chip,), (chip, TWINS.get(chip, chip)))]
-        print(f"{chip:10} (refit without it: {fit_s:.2f} s; anchors: {anchors[0]}, without twin {anchors[1]})")
-    sp = speed()
-    print(f"gemm_s on an 8192-token array: measured {sp['measured']:,.0f} calls/s "
-          f"({sp['measured'] * 8192:,.0f} GEMM evaluations/s), transfer {sp['transfer']:,.0f} calls/s")
+        print(f"{chip:10} (refit without it: {fit_s:.2f} CPU-s; anchors: {anchors[0]}, without twin {anchors[1]})")
+    sp = speed(bench)
+    print(f"gemm_s on an 8192-token array: measured {sp['measured']:,.0f} calls per CPU-s "
+          f"({sp['measured'] * 8192:,.0f} GEMM evaluations per CPU-s), transfer {sp['transfer']:,.0f} calls per CPU-s")
+    bench.finish()
 
 
 if __name__ == "__main__":
