@@ -352,7 +352,41 @@ def lp_chunk_figures(jobs: dict) -> dict:
         out[k + "/single_over_chunked"] = j.get("ttft_ms_p50") / j.get("ttft_at_chunk_star_ms")
         c_seed, n_seed, _, _ = SEED_CHUNK.get(S, (2048, math.ceil(S / 2048), 0, 0))
         out[k + "/seed_schedule_matmul_floor_ms"] = _matmul_floor_ms(j, c_seed, n_seed)
+    for j in jobs.get("llmperf_chunk_curve", []):
+        C = int(j.overrides["engine.analytical.prefill_chunk"])
+        out[f"curve/S={_prompt(j)}/C={C}/ttft_ms"] = j.get("ttft_ms_p50")
     return out
+
+
+def _chunk_curve(jobs: list, figs: dict, out_dir: Path) -> str:
+    """TTFT(C) per prompt (the U behind C*): a table and ``llmperf_chunk_curve.png``."""
+    if not jobs:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prompts = sorted({_prompt(j) for j in jobs})
+    chunks = sorted({int(j.overrides["engine.analytical.prefill_chunk"]) for j in jobs})
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for S in prompts:
+        cs = [c for c in chunks if f"curve/S={S}/C={c}/ttft_ms" in figs]
+        ax.plot(cs, [figs[f"curve/S={S}/C={c}/ttft_ms"] for c in cs], "o-", label=f"prompt {S // 1024}k")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("prefill chunk C [tokens] (C >= prompt: single pass)")
+    ax.set_ylabel("TTFT [ms]")
+    ax.set_title("GPT-1.8T MoE FP4, PP8 x TP8, gb200_nvl72_llmperf, calibration ideal", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "llmperf_chunk_curve.png", dpi=100)
+    plt.close(fig)
+    rows = [[str(c)] + [_f(figs.get(f"curve/S={S}/C={c}/ttft_ms")) for S in prompts] for c in chunks]
+    return ("\n**TTFT(C) in ms, calibration `ideal`** (`llmperf_chunk_curve`: the U behind C*)\n\n"
+            + _table(["C"] + [f"{S // 1024}k" for S in prompts], rows)
+            + "\n![TTFT against chunk size](llmperf_chunk_curve.png)\n")
 
 
 def lp_chunk_render(jobs: dict, figs: dict, out_dir: Path) -> str:
@@ -373,7 +407,7 @@ def lp_chunk_render(jobs: dict, figs: dict, out_dir: Path) -> str:
         text.append(f"**calibration `{cal}`** (C* / n_chunks / TTFT* / single pass over TTFT*)\n\n" + _table(
             ["prompt", "seed (llm_perf)", "ours", "our single pass",
              "floor of the seed's schedule (matmuls at 100 % FP4 peak, 8 sequential stages)"], rows))
-    return "\n".join(text)
+    return "\n".join(text) + _chunk_curve(jobs.get("llmperf_chunk_curve", []), figs, out_dir)
 
 
 def _seed_point(j: Job, part="PP8-TP8-EP1-SP1"):
@@ -473,7 +507,8 @@ def lp_disagg_render(jobs: dict, figs: dict, out_dir: Path) -> str:
 
 
 STUDIES += [
-    Study("llmperf_chunk_star", ("llmperf_chunk_star",), lp_chunk_figures, lp_chunk_render),
+    Study("llmperf_chunk_star", ("llmperf_chunk_star", "llmperf_chunk_curve"), lp_chunk_figures,
+          lp_chunk_render),
     Study("llmperf_pareto_hbm", ("llmperf_pareto_hbm",), lp_pareto_figures,
           lambda jobs, figs, out: lp_pareto_render(jobs, figs, out, seed=SEED_HBM)),
     Study("llmperf_pareto_link", ("llmperf_pareto_link",), lp_pareto_figures, lp_pareto_render),
