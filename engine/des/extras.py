@@ -42,7 +42,7 @@ def attach(specs, des, sm, noise, reps, st) -> dict:
             r.roof_one, r.roof_run, r.roof_line = one, run, line
             out["powers"].append(r.power)
     for r in reps:
-        r.spec = out["spec"]
+        r.specdec = out["spec"]
     if des.token_times:
         st.token_times = [[] for _ in range(st.n)]
     return out

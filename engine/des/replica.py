@@ -85,7 +85,7 @@ class Replica:
         spec = spec.resolved
         self.idx = idx
         self.st = st
-        self.spec = spec
+        self.spec = spec              # the resolved DesSpec (engine.des.cluster.Loop reads it)
         self.sched = make_scheduler(spec.scheduler, spec.framework.chunked_prefill)
         self.reserves = self.sched.reserves_output
         self.bs = spec.block_size
@@ -121,7 +121,7 @@ class Replica:
         # set by engine.des.run.simulate when enabled: speculative decoding
         # (engine.des.speculation), device power (engine.des.power) with the roof functions
         # that give each iteration's busy time, per-token timestamps (State.token_times)
-        self.spec = None
+        self.specdec = None
         self.power = None
         self.roof_one = self.roof_run = self.roof_line = None
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
@@ -331,16 +331,16 @@ class Replica:
             if c == self.pf[s]:
                 logits += 1
         pieces = tuple(pieces)
-        emit = self._spec_emit(didx) if (self.spec is not None and nd) else None
+        emit = self._spec_emit(didx) if (self.specdec is not None and nd) else None
         if emit is not None:      # the decodes speculate beside the prompt chunks
-            dt, busy = self.spec.mixed_time(T, logits, pieces, nd, pd)
+            dt, busy = self.specdec.mixed_time(T, logits, pieces, nd, pd)
         else:
             dt = self.step_time(T, logits, pieces, nd, pd)
             busy = 0.0
             if self.power is not None:
                 busy = self.roof_one(T, logits, pieces, nd, pd)
-            if self.spec is not None and pieces:     # the draft prefills the prompt chunks too
-                ex, eb = self.spec.prefill_extra(T - nd, logits - nd, pieces)
+            if self.specdec is not None and pieces:     # the draft prefills the prompt chunks too
+                ex, eb = self.specdec.prefill_extra(T - nd, logits - nd, pieces)
                 dt += ex
                 busy += eb
         dt += self.kv.take_pending()
@@ -356,7 +356,7 @@ class Replica:
         """Speculative decodes in an iteration with prompt chunks: tokens each of ``didx`` emits
         (drawn, at most what it has left), with KV blocks for them + gamma lookahead taken; None
         (one token each, no speculation) when the pool lacks those blocks."""
-        sp = self.spec
+        sp = self.specdec
         a = np.minimum(sp.draw(1, len(didx))[0], self.left[didx])
         newb = -(-(self.ctx[didx] + a + sp.gamma - self.cached[didx]) // self.bs)
         need = int(np.maximum(newb - self.blocks[didx], 0).sum())
@@ -376,8 +376,8 @@ class Replica:
 
     def decode_run(self, t):
         """Plan k decode steps for all running sequences (all are decoding)."""
-        if self.spec is not None:
-            return self.spec.plan(self, t)
+        if self.specdec is not None:
+            return self.specdec.plan(self, t)
         n = self.n
         bs = self.bs
         kv = self.kv
@@ -508,7 +508,7 @@ class Replica:
                     for i, r in enumerate(self.rid[didx].tolist()):
                         st.token_times[r].append(np.full(1 if em is None else int(em[i]), t))
             if self.power is not None:      # shared by the iteration's tokens (q per verifying decode)
-                q = 1.0 if em is None else self.spec.q
+                q = 1.0 if em is None else self.specdec.q
                 e_tok = self.power.account(run, False, t) / (nd * q + sum(c for _, c in chunks))
                 if nd:
                     st.energy_decode_j[self.rid[didx]] += e_tok * q
