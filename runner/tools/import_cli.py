@@ -6,6 +6,7 @@
     simllm-import simple study.yaml --name jalapeno_simple                  # -> conf/hardware + conf/model
     simllm-import hbm --stacks 5 --bus-width 1024 --gbps-per-pin 5.2        # HBM bandwidth from the interface
     simllm-import inference-perf ip.yaml --out trace.jsonl                  # inference-perf workload -> DES trace
+    simllm-import servegen ServeGen/data/language/m-large --duration 3600 --out sg.csv  # ServeGen pool -> DES trace
     simllm-import hbm --generation hbm4 --stacks 8 --write-sheet jalapeno   # ... into the sheet + its YAML
 
 The work is done by ``engine.ingest``; this module reads arguments, writes files and turns errors
@@ -206,6 +207,22 @@ def _cmd_inference_perf(a) -> None:
           f"workload.trace.block_tokens={a.block_tokens}")
 
 
+def _cmd_servegen(a) -> None:
+    """ServeGen client-pool directory -> a trace (CSV, Vidur layout + client column) the DES reads."""
+    from engine.des.trace import servegen_requests
+
+    df = servegen_requests(a.directory, start_s=a.start, duration_s=a.duration, rate=a.rate,
+                           rate_scale=a.rate_scale, seed=a.seed)
+    out = Path(a.out)
+    if out.exists() and not a.force:
+        raise FileExistsError(f"{out} exists (--force to overwrite)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.write_csv(out)
+    print(f"wrote {out}: {df.height} requests from {df['client'].n_unique()} clients over "
+          f"{a.duration:g} s ({df.height / a.duration:.2f} req/s)")
+    print(f"run (DES): simllm engine=des workload.arrival=trace workload.trace.path={out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simllm-import", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -258,6 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("--block-tokens", type=int, default=512, help="prompt tokens per prefix hash block")
     ip.add_argument("--force", action="store_true", help="overwrite an existing file")
     ip.set_defaults(func=_cmd_inference_perf)
+    sg = sub.add_parser("servegen", help="ServeGen client pool (data/<category>/<model>: chunk-<id>-trace.csv "
+                                         "+ chunk-<id>-dataset.json) -> a DES trace (CSV; mapping: engine.des.trace)")
+    sg.add_argument("directory")
+    sg.add_argument("--out", required=True, help="trace path to write (.csv)")
+    sg.add_argument("--start", type=float, default=0.0, help="span start in the pool's day [s]")
+    sg.add_argument("--duration", type=float, default=3600.0, help="span length [s]")
+    sg.add_argument("--rate", type=float, default=0.0,
+                    help="total req/s of every window (client rates scaled to sum to it; 0 = recorded)")
+    sg.add_argument("--rate-scale", type=float, default=1.0, help="factor on the recorded rates (without --rate)")
+    sg.add_argument("--seed", type=int, default=0)
+    sg.add_argument("--force", action="store_true", help="overwrite an existing file")
+    sg.set_defaults(func=_cmd_servegen)
     return p
 
 

@@ -150,3 +150,70 @@ def test_head_of_line_blocked_time_from_first_block_to_admission(base_specs):
     assert s["hol_blocked_s"] == pytest.approx(t["scheduled_s"][1] - t["first_token_s"][0])
     assert s["hol_blocked_max_s"] == pytest.approx(s["hol_blocked_s"])
     assert t["scheduled_s"][2] >= t["scheduled_s"][1]
+
+
+# ------------------------------------------------------------------ 4. ServeGen import
+def _servegen_dir(tmp_path):
+    import json
+    d = tmp_path / "m-test"
+    d.mkdir()
+    # client 0: 2 req/s gamma gaps (shape 1) in [0, 600), silent in [600, 1200), 4 req/s in
+    # [1200, ...); client 1: 1 req/s Weibull gaps (shape 25) in [0, 600), then silent
+    (d / "chunk-0-trace.csv").write_text("0,2.0,0.001,Gamma,1.0,1.0\n600,0,0,,0,0\n1200,4.0,0.001,Gamma,1.0,1.0\n")
+    (d / "chunk-1-trace.csv").write_text("0,1.0,0.05,Weibull,25.0,1.0\n600,0,0,,0,0\n1200,0,0,,0,0\n")
+    (d / "chunk-0-dataset.json").write_text(json.dumps({
+        "0": {"input_tokens": "{100: 1.0}", "output_tokens": "{10: 0.5, 20: 0.5}"},
+        "1200": {"input_tokens": "{300: 1.0}", "output_tokens": "{50: 1.0}"}}))
+    (d / "chunk-1-dataset.json").write_text(json.dumps({
+        "0": {"input_tokens": "{700: 0.25, 900: 0.75}", "output_tokens": "{5: 1.0}", "reason_ratio": "{0.5: 1.0}"}}))
+    return d
+
+
+def test_servegen_pool_maps_to_a_trace(tmp_path):
+    from engine.des.trace import load_trace, servegen_requests
+    from engine.spec.workload import TraceSpec
+
+    d = _servegen_dir(tmp_path)
+    df = servegen_requests(d, duration_s=1800.0, seed=1)
+    c0, c1 = df.filter(pl.col("client") == 0), df.filter(pl.col("client") == 1)
+    w0 = c0.filter(pl.col("arrived_at") < 600)
+    w2 = c0.filter(pl.col("arrived_at") >= 1200)
+    # as ServeGen: ceil(2 x 600) = 1200 gaps rescaled to sum to 600 s, the last arrival on the
+    # window's end dropped: 1199 (1200 if rounding puts it a hair before); 4 x 600 -> 2399
+    assert w0.height in (1199, 1200) and w2.height in (2399, 2400)
+    assert c0.filter((pl.col("arrived_at") >= 600) & (pl.col("arrived_at") < 1200)).height == 0
+    assert (w0["num_prefill_tokens"] == 100).all() and (w2["num_prefill_tokens"] == 300).all()
+    assert set(w0["num_decode_tokens"].to_list()) == {10, 20} and (w2["num_decode_tokens"] == 50).all()
+    # client 1: 600 Weibull gaps over 600 s
+    assert c1.height in (599, 600) and c1["arrived_at"].max() < 600
+    # burstiness from the fitted shape: Weibull k = 25 -> gap cv sqrt(G(1.08) / G(1.04)^2 - 1) = 0.0499
+    g = np.diff(np.sort(c1["arrived_at"].to_numpy()))
+    assert g.std() / g.mean() == pytest.approx(0.0499, rel=0.15)
+    assert (c1["num_prefill_tokens"] == 900).mean() == pytest.approx(0.75, abs=0.06)
+    # --rate 6: at t = 0 the clients' 2 + 1 req/s become 4 + 2; at 1200 client 0 alone 6
+    sc = servegen_requests(d, duration_s=1800.0, rate=6.0, seed=1)
+    assert abs(sc.filter(pl.col("arrived_at") < 600).height - 6 * 600) <= 2
+    assert abs(sc.filter(pl.col("arrived_at") >= 1200).height - 6 * 600) <= 1
+    # a span re-based to 0: [1200, 1500) of the day is 300 s of client 0 at 4 req/s
+    sp = servegen_requests(d, start_s=1200.0, duration_s=300.0)
+    assert sp.height in (1199, 1200) and sp["arrived_at"].max() < 300
+    # the CSV it writes is a trace the DES reads (Vidur layout detected)
+    path = tmp_path / "sg.csv"
+    df.write_csv(path)
+    tr = load_trace(TraceSpec(path=str(path)))
+    assert len(tr) == df.height and tr.prompt.tolist() == df["num_prefill_tokens"].to_list()
+    with pytest.raises(SpecError, match="chunk-<id>-trace.csv"):
+        servegen_requests(tmp_path)
+
+
+def test_servegen_cli_writes_the_trace(tmp_path, capsys):
+    from runner.tools import import_cli
+
+    d = _servegen_dir(tmp_path)
+    out = tmp_path / "sg.csv"
+    assert import_cli.main(["servegen", str(d), "--duration", "600", "--out", str(out)]) == 0
+    assert pl.read_csv(out).height > 1700 and "req/s" in capsys.readouterr().out
+    assert import_cli.main(["servegen", str(d), "--duration", "600", "--out", str(out)]) == 2   # exists
+    (d / "chunk-0-trace.csv").write_text("0,2.0,0.5,Pareto,1,1\n")
+    assert import_cli.main(["servegen", str(d), "--out", str(tmp_path / "x.csv")]) == 2
+    assert "Pareto" in capsys.readouterr().err
