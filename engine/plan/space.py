@@ -4,7 +4,9 @@ serve together and are replicated for more rate).
 colocated  one replica of tp x pp devices doing prefill and decode (continuous batching);
 disagg     P prefill replicas + D decode replicas of tp x pp devices each (KV handed over between
            the pools, engine.des ``prefill_replicas``).
-Partitions the model cannot take (``engine.analytical.parallel.invalid_reasons``: heads not
+Each also x ``schedulers`` (engine.des.scheduler) x ``token_budgets`` (the chunked-prefill token
+budget, engine.des.max_num_batched_tokens) when those lists are given (else the framework
+profile's). Partitions the model cannot take (``engine.analytical.parallel.invalid_reasons``: heads not
 divisible by tp, ...) are dropped with their reason; sp = ep = 1 (dense models; the DES prices
 EP/SP passes too, but the search space keeps to the issue's TP x PP).
 """
@@ -25,6 +27,8 @@ class Candidate:
     pp: int = 1
     replicas: int = 1             # replicas in one unit
     prefill_replicas: int = 0     # > 0: disaggregated (that many of the replicas prefill)
+    scheduler: str = ""           # '' = the framework profile's
+    token_budget: int = 0         # max_num_batched_tokens; 0 = the framework profile's
 
     @property
     def devices_per_replica(self) -> int:
@@ -42,19 +46,26 @@ class Candidate:
 
     @property
     def layout(self) -> str:
-        return f"TP{self.tp}" + (f"PP{self.pp}" if self.pp > 1 else "")
+        return (f"TP{self.tp}" + (f"PP{self.pp}" if self.pp > 1 else "")
+                + (f" {self.scheduler}" if self.scheduler else "")
+                + (f" C{self.token_budget}" if self.token_budget else ""))
 
     @property
     def key(self) -> str:
-        return f"{self.hardware}:{self.layout}:" + (
+        return f"{self.hardware}:{self.layout.replace(' ', ':')}:" + (
             f"{self.prefill_replicas}P{self.replicas - self.prefill_replicas}D" if self.prefill_replicas
             else "co")
 
     def overrides(self) -> dict:
         """Config keys this candidate sets (dotted key -> value)."""
-        return {"partition.tp": self.tp, "partition.pp": self.pp, "partition.dp": 1,
-                "engine.des.replicas": self.replicas,
-                "engine.des.prefill_replicas": self.prefill_replicas}
+        out = {"partition.tp": self.tp, "partition.pp": self.pp, "partition.dp": 1,
+               "engine.des.replicas": self.replicas,
+               "engine.des.prefill_replicas": self.prefill_replicas}
+        if self.scheduler:
+            out["engine.des.scheduler"] = self.scheduler
+        if self.token_budget:
+            out["engine.des.max_num_batched_tokens"] = self.token_budget
+        return out
 
 
 def enumerate_candidates(space: SpaceSpec, specs: Specs, device_budget: int = 0):
@@ -73,10 +84,13 @@ def enumerate_candidates(space: SpaceSpec, specs: Specs, device_budget: int = 0)
                     dropped.append((hw, tp, pp, bad[0]))
                     continue
                 units = []
-                if "colocated" in space.modes:
-                    units.append(Candidate(hw, tp, pp))
-                if "disagg" in space.modes:
-                    units += [Candidate(hw, tp, pp, p + d, p) for p, d in space.disagg_pools]
+                for sched in space.schedulers or ("",):
+                    for budget in space.token_budgets or (0,):
+                        if "colocated" in space.modes:
+                            units.append(Candidate(hw, tp, pp, 1, 0, sched, budget))
+                        if "disagg" in space.modes:
+                            units += [Candidate(hw, tp, pp, p + d, p, sched, budget)
+                                      for p, d in space.disagg_pools]
                 for c in units:
                     if device_budget and c.devices > device_budget:
                         dropped.append((hw, tp, pp, f"{c.mode}: {c.devices} devices > budget {device_budget}"))

@@ -18,7 +18,8 @@ SearchSpec   the root-finder: bisection on log(rate) until hi / lo <= 1 + precis
              are not probed.
 SpaceSpec    candidates: every hardware option x (tp, pp) from the lists with tp x pp <=
              max_devices that the model allows, x modes: ``colocated`` (one replica per unit)
-             and ``disagg`` (each (prefill, decode) replica pair in ``disagg_pools`` is a unit).
+             and ``disagg`` (each (prefill, decode) replica pair in ``disagg_pools`` is a unit),
+             x ``schedulers`` x ``token_budgets`` (empty: the framework profile's).
 PlanSpec     + target_rps (GPUs needed for this rate, verified by a DES of the replicated unit),
              device_budget (units bigger than this are dropped; 0 = none), objective (gpus |
              cost | energy), prices (USD per device-hour by hardware name; the hardware config's
@@ -117,6 +118,8 @@ class SpaceSpec:
     max_devices: int = 8
     modes: tuple = ("colocated",)
     disagg_pools: tuple = ((1, 1),)
+    schedulers: tuple = ()
+    token_budgets: tuple = ()
 
     def check(self, g="plan.space"):
         if not self.hardware or not all(isinstance(h, str) and h for h in self.hardware):
@@ -133,6 +136,12 @@ class SpaceSpec:
                 raise SpecError(f"{g}.modes", m, "colocated or disagg")
         if not self.modes:
             raise SpecError(f"{g}.modes", [], "at least one of colocated, disagg")
+        from engine.spec.des import SCHEDULERS
+        for sc in self.schedulers:
+            if sc not in SCHEDULERS:
+                raise SpecError(f"{g}.schedulers", sc, "one of " + ", ".join(SCHEDULERS))
+        for b in self.token_budgets:
+            _pos(f"{g}.token_budgets", b, integer=True)
         for pair in self.disagg_pools:
             if len(pair) != 2 or any(not isinstance(x, int) or x < 1 for x in pair):
                 raise SpecError(f"{g}.disagg_pools", list(pair), "pairs [prefill replicas >= 1, decode replicas >= 1]")

@@ -353,8 +353,9 @@ def plan_search(overrides: list[str], launch: list[str], out_dir: Path, quiet: b
             keep = []
             for info, cfg, val in todo:
                 if val * plan.bound_slack < best:
+                    unit = "req/s per USD-hour" if plan.objective == "cost" else "req/s per GPU"
                     rows.append({**info, "pruned": f"estimate x {plan.bound_slack:g} = "
-                                 f"{val * plan.bound_slack:.4g} < best found {best:.4g} ({plan.objective})"})
+                                 f"{val * plan.bound_slack:.4g} < best found {best:.4g} {unit}"})
                     bar.update(1)
                 else:
                     keep.append((info, cfg, val))
