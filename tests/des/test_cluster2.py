@@ -217,3 +217,73 @@ def test_servegen_cli_writes_the_trace(tmp_path, capsys):
     (d / "chunk-0-trace.csv").write_text("0,2.0,0.5,Pareto,1,1\n")
     assert import_cli.main(["servegen", str(d), "--out", str(tmp_path / "x.csv")]) == 2
     assert "Pareto" in capsys.readouterr().err
+
+
+# --------------------------------------- 5. the gateway prefix index forgets evicted blocks
+def _fleet(index, caches, total=8):
+    from types import SimpleNamespace
+
+    from engine.des.fleet import Fleet
+
+    reps = [SimpleNamespace(idx=i, kv=SimpleNamespace(prefix=c, load=0.0), total=total, n=0, waiting=[],
+                            busy_s=0.0, on_preempt=None) for i, c in enumerate(caches)]
+    st = SimpleNamespace(hashes=[np.array([1, 2, 3]), np.array([1, 2, 3, 4]), np.array([10, 11])],
+                         prompt=np.full(3, 100), output=np.full(3, 10))
+    des = DesSpec(router="weighted", prefix_caching=True, prefix_index=index)
+    return Fleet(des, reps, len(reps), st, devices_per_replica=1, price_per_hour=0.0), reps
+
+
+@pytest.mark.parametrize("index, expect", [("routed", {0: 3}), ("events", {})])
+def test_events_index_forgets_what_the_replica_evicted(index, expect):
+    from engine.des.fleet import HeardCache
+    from engine.des.kv_cache import PrefixCache
+
+    cls = HeardCache if index == "events" else PrefixCache
+    f, (r0, r1) = _fleet(index, [cls(1), cls(1)])
+    f._remember(0, r0)                       # request 0's blocks 1, 2, 3 routed to replica 0
+    assert f._prefix_match(1) == ({0: 3}, 4)     # request 1 = 1, 2, 3, 4: three leading blocks there
+    pc = r0.kv.prefix
+    pc.insert_pinned([1, 2, 3])
+    pc.release([1, 2, 3])                    # LRU order 1, 2, 3
+    assert pc.evict(2) == 2                  # two one-page entries: 1 and 2 leave replica 0
+    # events: the index heard it and block 1 (the first) is gone, so no leading match; routed
+    # still sends request 1 to replica 0 for three blocks it no longer has
+    assert f._prefix_match(1)[0] == expect
+
+
+def test_lru_index_keeps_at_most_the_replica_cache_size():
+    from engine.des.kv_cache import PrefixCache
+
+    # replica 0 holds 4 one-page entries (4 KV blocks / 1 page per entry): after routing blocks
+    # 1, 2, 3 then 10, 11 there, the least recently routed (1) is forgotten
+    f, (r0, r1) = _fleet("lru", [PrefixCache(1), PrefixCache(1)], total=4)
+    f._remember(0, r0)
+    f._remember(2, r0)
+    assert list(f._routed[0]) == [2, 3, 10, 11]
+    assert f._prefix_match(1)[0] == {}
+    assert f._prefix_match(2)[0] == {0: 2}
+
+
+def test_prefix_index_runs_end_to_end(specs_with):
+    specs = specs_with(arrival="poisson", rate_rps=12.0, num_requests=600)
+    base = DesSpec(replicas=3, router="weighted", prefix_caching=True, session_turns=4, session_think_s=5,
+                   session_system_tokens=512, num_kv_blocks=1500)
+    for idx in ("events", "lru"):
+        s = simulate(specs, replace(base, prefix_index=idx)).result.summary
+        assert s["num_completed"] == 600 and 0 < s["prefix_hit_rate"] < 1
+    with pytest.raises(SpecError, match="prefix_index"):
+        DesSpec(prefix_index="psychic")
+
+
+def test_tiered_cache_reports_only_what_leaves_the_last_tier():
+    from engine.des.tiers import TieredPrefixCache
+
+    pc = TieredPrefixCache(1, 1, 0, 0.0, 0.0)     # HBM, then a one-entry host tier, no disk
+    gone = []
+    pc.on_drop = gone.append
+    pc.insert_pinned([1, 2])
+    pc.release([1, 2])
+    pc.evict(1)                  # 1 -> host (still served from there): nothing dropped
+    assert gone == [] and pc.match([1], 1) == 1
+    pc.evict(1)                  # 2 -> host, host full: its oldest (1) dropped
+    assert gone == [1]
