@@ -14,4 +14,4 @@ for d in sorted(out.iterdir()):
     s = s.get("summary", s)
     blocks, idx = d.name[1:].split("_", 1)
     print(f"| {s['kv_blocks']:,} | {idx} | {s['prefix_hit_rate']:.3f} | {s['prefix_evictions']:,} | "
-          f"{s["ttft_ms_p50"]:,.0f} | {s['ttft_ms_p99']:,.0f} | {s['slo_attainment']:.3f} |")
+          f"{s['ttft_ms_p50']:,.0f} | {s['ttft_ms_p99']:,.0f} | {s['slo_attainment']:.3f} |")
