@@ -6,7 +6,9 @@ Llama-3.1-8B on H100 SXM replicas (the default config), the Azure 2023 conversat
 to N requests at 40 req/s. Two runs on the identical stream: features off (4 replicas,
 least_outstanding) and all on (multi-turn sessions, diurnal shape, prefix caching with a 64 GB
 host tier, weighted router on 1 s old signals, shedding, expiry, autoscaling 2..6 replicas with a
-60 s provisioning delay, 10 s time series, decision trace). Prints CPU-seconds of this process,
+60 s provisioning delay, 10 s time series, decision trace), and all on plus two request classes
+with their own lengths, priorities, SLOs and a 60 s end-to-end deadline (aborting running requests)
+and the gateway prefix index that hears evictions (prefix_index=events). Prints CPU-seconds of this process,
 wall time, peak RSS and CPU-microseconds per simulated request; nothing is asserted.
 """
 
@@ -41,7 +43,12 @@ def main():
                  shed_outstanding=200, timeout_s=60, autoscale="queue", autoscale_target=16,
                  autoscale_min=2, autoscale_max=6, provision_delay_s=60, timeseries_s=10,
                  record_decisions=True, price_per_hour=3.0)
-    for name, des in (("features off", off), ("features on", on)):
+    from dataclasses import replace
+    more = replace(on, deadline_s=60.0, prefix_index="events", classes=(
+        {"name": "chat", "share": 0.7, "priority": 0, "slo_ttft_ms": 1000},
+        {"name": "long", "share": 0.3, "prompt_len": 4096, "output_len": 512, "priority": 1,
+         "prompt_dist": {"kind": "lognormal", "sigma": 0.6}, "slo_ttft_ms": 5000}))
+    for name, des in (("features off", off), ("features on", on), ("+ classes etc", more)):
         cpu, wall, r = _measure(specs, des)
         n = r.summary["num_requests"]
         print(f"{name:13s} {n:7d} requests  CPU {cpu:7.2f} s  wall {wall:7.2f} s  "
