@@ -1,0 +1,274 @@
+"""A live replica: the DES's continuous-batching replicas stepped by an outside clock.
+
+``LiveEngine`` owns the same objects ``engine.des.run.simulate`` builds (``Replica`` with its
+scheduler strategy, ``KvPool``, preemption; ``StepModel`` step times through
+``run.step_functions`` with the calibration's noise hook; ``Router`` over ``partition.dp``
+replicas) but requests arrive one by one from outside (``submit``) instead of from a
+pre-drawn stream, and time moves when the caller says so (``advance(t)``). It is pure: no
+clock, no I/O, no threads. ``simllm-serve`` (runner/tools/serve.py) drives it from the wall
+clock and streams each token at its simulated time.
+
+Event order is the event loop's (engine.des.cluster.Loop): at equal times an iteration end
+first, then arrivals, then (re)planning, so a replica plans once it has seen every request
+that arrived at that instant; an arrival during a run of decode steps ends the run after the
+step in progress (``Replica.truncate``). Hence feeding the same arrivals gives the same
+token times as ``simulate`` (tests/live/test_live_engine.py checks it request by request),
+whatever the times at which ``advance`` is called.
+
+Committed tokens: a run of k decode steps planned at ``start`` emits one token per running
+sequence at each ``start + cum[j]``. An arrival at ``a`` keeps every step that ends at or after
+``a`` up to the one in progress, so once ``advance(t)`` has been called every step ending at
+or before ``t`` is final: ``advance`` hands those tokens out while the run is still going, and
+the rest when the run ends. Prefill/mixed iterations emit their tokens at the iteration end.
+
+Bounded: at most ``capacity`` requests are in the engine at once (running, waiting and
+completed-but-not-released); the request slots of the DES's ``State`` arrays are reused
+(``release``). A request that can never fit the KV cache (prompt + output above the blocks
+left after the watermark) is refused at ``submit``, as the event loop rejects it.
+
+Not supported live (SpecError at construction): disaggregated prefill/decode pools
+(``prefill_replicas``) and token-bucket admission; the client-side options of DesSpec
+(ramp-up, length jitter, think times, warm-up window) belong to the real clients.
+"""
+
+import heapq
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.analytical.step import StepModel
+from engine.des.cluster import Router
+from engine.des.config import DesSpec, deployment
+from engine.des.kv_cache import kv_capacity
+from engine.des.noise import make_noise
+from engine.des.replica import DecodeRun, Replica
+from engine.des.run import step_functions, swap_s_per_token
+from engine.des.state import State
+from engine.des.workload import RequestStream
+from engine.errors import SpecError
+from engine.spec import Specs
+
+
+class EngineFull(RuntimeError):
+    """No free request slot: ``capacity`` requests are already in the engine."""
+
+
+@dataclass
+class Emitted:
+    """What ``advance`` produced: tokens (request id, simulated times [s] of its new tokens, in
+    order) and the requests that completed (their last token is among ``tokens``)."""
+
+    tokens: list = field(default_factory=list)
+    done: list = field(default_factory=list)
+
+
+class LiveEngine:
+    """The replicas of one deployment, fed by ``submit`` and stepped by ``advance``."""
+
+    def __init__(self, specs: Specs, des: DesSpec | None = None, *, capacity: int = 1024,
+                 noise=None):
+        specs, des = deployment(specs, des)
+        if des.prefill_replicas:
+            raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
+                            "0: disaggregated pools are not served live")
+        if des.admission == "token_bucket":
+            raise SpecError("engine.des.admission", des.admission, "none: token-bucket admission "
+                            "is not served live")
+        if capacity < 1:
+            raise SpecError("capacity", capacity, "at least 1 request slot")
+        des = replace(des, record_iterations=False)
+        self.specs, self.des = specs, des
+        cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
+        blocks = des.num_kv_blocks or cap.blocks
+        if blocks <= 0:
+            raise SpecError("model/hardware", f"{cap.weights_gb:.1f} GB weights per device",
+                            "a deployment with KV blocks left (no KV blocks: it does not fit)")
+        self.blocks = blocks
+        self.capacity = capacity
+        sm = StepModel.from_specs(specs)
+        if noise is None:
+            noise = make_noise(specs.calibration.noise, des.seed)
+        one, many = step_functions(sm, noise)
+        n = capacity
+        stream = RequestStream(arrival_s=np.full(n, np.nan), prompt=np.ones(n, np.int64),
+                               output=np.ones(n, np.int64), priority=np.ones(n, np.int8))
+        self.st = st = State(stream)
+        n_rep = des.replicas or specs.partition.dp
+        self.replicas = []
+        for i in range(n_rep):
+            r = Replica(i, st, des, blocks, one, many, None, stream.block_tokens)
+            if des.preemption == "swap":
+                r.swap_s_per_token = swap_s_per_token(specs, des)
+            self.replicas.append(r)
+        self.router = Router(des.router, self.replicas, st)
+        self.overhead_s = specs.calibration.per_request_overhead_s
+        self.max_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
+        self._free = list(range(n - 1, -1, -1))
+        self._pending: list = []         # (time the request enters the queue, seq, rid)
+        self._seq = 0
+        self._sent = [0] * n_rep         # decode steps of the current run already handed out
+        self.now = 0.0
+        # counters (for /metrics): tokens handed out, prompts admitted, requests finished
+        self.generation_tokens = 0
+        self.prompt_tokens = 0
+        self.finished = 0
+
+    # ----------------------------------------------------------------- requests
+    @property
+    def in_engine(self) -> int:
+        return self.capacity - len(self._free)
+
+    def submit(self, prompt: int, output: int, t: float) -> int:
+        """A request of ``prompt`` tokens that will emit ``output`` tokens arrives at ``t`` [s]
+        (not before the engine's clock). Returns its id. Raises EngineFull or SpecError (too
+        long for the KV cache, or lengths < 1)."""
+        prompt, output = int(prompt), int(output)
+        if prompt < 1 or output < 1:
+            raise SpecError("request", f"prompt {prompt}, output {output} tokens",
+                            "at least 1 prompt and 1 output token")
+        if prompt + output > self.max_tokens:
+            raise SpecError("request", f"{prompt} prompt + {output} output tokens",
+                            f"at most {self.max_tokens} tokens: the KV cache of one replica "
+                            f"({self.blocks} blocks of {self.des.block_size}, less the watermark)")
+        if not self._free:
+            raise EngineFull(f"{self.capacity} requests already in the engine")
+        t = max(float(t), self.now)
+        rid = self._free.pop()
+        st = self.st
+        st.prompt[rid], st.output[rid], st.arrival[rid] = prompt, output, t
+        for a in (st.scheduled, st.first_token, st.completion, st.last_token):
+            a[rid] = np.nan
+        st.preemptions[rid] = 0
+        st.replica[rid] = -1
+        st.emitted[rid] = st.cached_tokens[rid] = st.recomputed[rid] = 0
+        st.rejected[rid] = st.kv_ready[rid] = st.swapped[rid] = False
+        self._seq += 1
+        heapq.heappush(self._pending, (t + self.overhead_s, self._seq, rid))
+        self.prompt_tokens += prompt
+        return rid
+
+    def release(self, rid: int) -> None:
+        """Give a completed request's slot back (after its tokens were delivered)."""
+        if self.st.completion[rid] != self.st.completion[rid]:
+            raise ValueError(f"request {rid} has not completed")
+        self._free.append(rid)
+
+    # --------------------------------------------------------------------- time
+    @staticmethod
+    def _end(rep: Replica) -> float:
+        run = rep.run
+        if run is None:
+            return float("inf")
+        return run.start + (float(run.cum[-1]) if run.__class__ is DecodeRun else run.dur)
+
+    def next_time(self) -> float:
+        """The next simulated time at which something happens (a token, an iteration end, a
+        request entering a queue); inf when idle."""
+        t = self._pending[0][0] if self._pending else float("inf")
+        for rep in self.replicas:
+            run = rep.run
+            if rep.plan_pending:
+                return self.now
+            if run is None:
+                continue
+            if run.__class__ is DecodeRun:
+                j = self._sent[rep.idx]
+                t = min(t, run.start + float(run.cum[min(j, run.k - 1)]))
+            else:
+                t = min(t, run.start + run.dur)
+        return t
+
+    def advance(self, t: float) -> Emitted:
+        """Process everything up to simulated time ``t`` and return the tokens now final."""
+        out = Emitted()
+        reps, pend = self.replicas, self._pending
+        inf = float("inf")
+        t = max(float(t), self.now)
+        while True:
+            rep_e, te = None, inf
+            for rep in reps:
+                e = self._end(rep)
+                if e < te:
+                    rep_e, te = rep, e
+            ta = pend[0][0] if pend else inf
+            tn = min(te, ta)
+            if tn > t:
+                break
+            if te <= ta:
+                self._finish(rep_e, te, out)
+                rep_e.plan_pending = True
+            else:
+                _, _, rid = heapq.heappop(pend)
+                self._arrive(rid, ta)
+            # plan once nothing else happens at tn (ends first, then arrivals, then plans)
+            nxt = min(min((self._end(r) for r in reps), default=inf), pend[0][0] if pend else inf)
+            if nxt > tn:
+                for rep in reps:
+                    if rep.plan_pending:
+                        rep.plan(tn)
+                        self._sent[rep.idx] = 0
+        self.now = t
+        # decode steps of runs in progress that ended by t are final
+        for rep in reps:
+            run = rep.run
+            if run is not None and run.__class__ is DecodeRun:
+                j0 = self._sent[rep.idx]
+                j1 = int(np.searchsorted(run.start + run.cum, t, side="right"))
+                if j1 > j0:
+                    self._hand_steps(rep, run, j0, min(j1, run.k), out)
+        return out
+
+    def _arrive(self, rid: int, t: float) -> None:
+        rep = self.router.pick(rid)
+        self.st.replica[rid] = rep.idx
+        rep.enqueue(rid, t)
+        if rep.plan_pending:
+            return
+        if rep.run is None:
+            rep.plan_pending = True
+        else:
+            rep.truncate(t)
+
+    def _hand_steps(self, rep: Replica, run: DecodeRun, j0: int, j1: int, out: Emitted) -> None:
+        times = run.start + run.cum[j0:j1]
+        for rid in rep.rid[:rep.n].tolist():
+            out.tokens.append((rid, times))
+        self.generation_tokens += rep.n * (j1 - j0)
+        self._sent[rep.idx] = j1
+
+    def _finish(self, rep: Replica, t: float, out: Emitted) -> None:
+        run = rep.run
+        if run.__class__ is DecodeRun:
+            j0 = self._sent[rep.idx]
+            if j0 < run.k:
+                self._hand_steps(rep, run, j0, run.k, out)
+            done = rep.finish(t)
+        else:
+            n = rep.n
+            rids = rep.rid[:n].copy()
+            before = rep.left[:n].copy()
+            done = rep.finish(t)
+            after = dict(zip(rep.rid[:rep.n].tolist(), rep.left[:rep.n].tolist()))
+            tt = np.array([t])
+            for rid, b in zip(rids.tolist(), before.tolist()):
+                k = b - max(after.get(rid, 0), 0)
+                if k > 0:       # one token per sequence per iteration
+                    out.tokens.append((rid, np.repeat(tt, k)))
+                    self.generation_tokens += k
+        self._sent[rep.idx] = 0
+        if done:
+            out.done.extend(done)
+            self.finished += len(done)
+
+    # ------------------------------------------------------------------- gauges
+    def gauges(self) -> dict:
+        """running, waiting (queued + not yet entered), kv_usage (0-1), preemptions."""
+        reps = self.replicas
+        total = sum(r.total for r in reps)
+        return {"running": sum(r.n for r in reps),
+                "waiting": sum(len(r.waiting) for r in reps) + len(self._pending),
+                "kv_usage": sum(r.kv.used for r in reps) / total if total else 0.0,
+                "preemptions": sum(r.preemptions for r in reps)}
+
+
+__all__ = ["LiveEngine", "Emitted", "EngineFull"]
