@@ -589,6 +589,15 @@ class Replica:
         if self.nhit[s]:
             self.kv.unpin(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
 
+    def _remove(self, s):
+        """Free slot ``s`` (``_release``) and move the last running slot into it."""
+        self._release(s)
+        last = self.n - 1
+        if s != last:
+            self._ints[:, s] = self._ints[:, last]
+            self.last[s] = self.last[last]
+        self.n = last
+
     def _hand_off(self, t):
         """Prefill role: every sequence whose prompt is done and that still has tokens to emit
         leaves for a decode replica (its KV is sent there; blocks here are freed)."""
@@ -649,12 +658,7 @@ class Replica:
             self.kv.swap_out(int(self.ctx[s]))
         st.preemptions[rid] += 1
         self.preemptions += 1
-        self._release(s)
-        last = self.n - 1
-        if s != last:
-            self._ints[:, s] = self._ints[:, last]
-            self.last[s] = self.last[last]
-        self.n = last
+        self._remove(s)
         self._seq += 1
         heapq.heappush(self.waiting, (0, -self._seq, self._seq, rid))
 
@@ -673,17 +677,12 @@ class Replica:
 
     def abort(self, rid: int) -> bool:
         """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
-        blocks freed and prefix entries unpinned as a preemption frees them (``_release``), its
-        slot compacted as ``_preempt`` does; not requeued. False if it is not running here."""
+        blocks freed and prefix entries unpinned and its slot compacted as a preemption does
+        (``_remove``); not requeued. False if it is not running here."""
         hit = np.flatnonzero(self.rid[:self.n] == rid)
         if not hit.size:
             return False
         s = int(hit[0])
         self.st.emitted[rid] = int(self.st.output[rid]) - int(self.left[s])
-        self._release(s)
-        last = self.n - 1
-        if s != last:
-            self._ints[:, s] = self._ints[:, last]
-            self.last[s] = self.last[last]
-        self.n = last
+        self._remove(s)
         return True

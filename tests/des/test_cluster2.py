@@ -287,3 +287,17 @@ def test_tiered_cache_reports_only_what_leaves_the_last_tier():
     assert gone == [] and pc.match([1], 1) == 1
     pc.evict(1)                  # 2 -> host, host full: its oldest (1) dropped
     assert gone == [1]
+
+
+def test_classes_deadline_and_index_compose_from_hydra():
+    from runner.convert import des_spec  # noqa: F401  (the config -> spec path the job uses)
+    from tests.conftest import compose_specs
+
+    s = compose_specs("engine=des", "engine.des.deadline_s=5", "engine.des.prefix_index=lru",
+                      "engine.des.classes=[{name:a,share:0.4,prompt_len:100,prompt_dist:{kind:uniform,low:50}},"
+                      "{name:b,share:0.6,priority:1,slo_ttft_ms:300}]")
+    a, b = s.des.classes
+    assert (a.name, a.share, a.prompt_len, a.prompt_dist.kind, a.prompt_dist.low) == ("a", 0.4, 100, "uniform", 50)
+    assert (b.priority, b.slo_ttft_ms) == (1, 300.0) and s.des.deadline_s == 5.0 and s.des.prefix_index == "lru"
+    with pytest.raises(SpecError, match="classes"):
+        compose_specs("engine=des", "engine.des.classes=[{name:a,share:1.0,colour:red}]")
