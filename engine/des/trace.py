@@ -182,7 +182,7 @@ def inference_perf_requests(cfg: dict, seed: int = 0, block_tokens: int = 512) -
         hash_ids           shared_prefix only: the group's system-prompt blocks
                            (floor(system_prompt_len / block_tokens) ids, shared within the
                            group) followed by ids unique to the request for its remaining full
-                           blocks; other data types: none
+                           blocks; other data types: empty lists (no shared prefix)
         load.base_seed     the seed (else ``seed``)
 
     Everything else in the file (api, server, metrics, report) does not describe the workload and
@@ -243,10 +243,10 @@ def inference_perf_requests(cfg: dict, seed: int = 0, block_tokens: int = 512) -
     else:
         raise SpecError("data.type", dtype, "random, synthetic or shared_prefix (the types that fix "
                         "lengths without a dataset)")
-    cols = {"timestamp": arr * 1e3, "input_length": inp, "output_length": out}
-    if hashes is not None:
-        cols["hash_ids"] = hashes
-    return pl.DataFrame(cols)
+    # the Mooncake layout needs its hash_ids column: empty lists when no prefix is shared
+    cols = {"timestamp": arr * 1e3, "input_length": inp, "output_length": out,
+            "hash_ids": hashes if hashes is not None else [[] for _ in range(n)]}
+    return pl.DataFrame(cols, schema_overrides={"hash_ids": pl.List(pl.Int64)})
 
 
 # ------------------------------------------------------------------ ServeGen workload import

@@ -301,3 +301,20 @@ def test_classes_deadline_and_index_compose_from_hydra():
     assert (b.priority, b.slo_ttft_ms) == (1, 300.0) and s.des.deadline_s == 5.0 and s.des.prefix_index == "lru"
     with pytest.raises(SpecError, match="classes"):
         compose_specs("engine=des", "engine.des.classes=[{name:a,share:1.0,colour:red}]")
+
+
+def test_inference_perf_random_data_loads_as_a_trace(tmp_path):
+    from engine.des.trace import inference_perf_requests, load_trace
+    from engine.spec.workload import TraceSpec
+
+    cfg = {"load": {"type": "constant", "stages": [{"rate": 4, "duration": 5}]},
+           "data": {"type": "random", "input_distribution": {"min": 10, "max": 900, "mean": 500, "std_dev": 200},
+                    "output_distribution": {"min": 5, "max": 50, "mean": 20, "std_dev": 0}}}
+    df = inference_perf_requests(cfg)
+    path = tmp_path / "ip.jsonl"
+    df.write_ndjson(path)
+    tr = load_trace(TraceSpec(path=str(path)))     # Mooncake layout: hash_ids present (empty)
+    # 4 req/s x 5 s = 20 requests every 0.25 s; outputs fixed at the mean (std 0)
+    assert len(tr) == 20 and tr.arrival_s[1] == pytest.approx(0.25)
+    assert (tr.output == 20).all() and tr.prompt.min() >= 10 and tr.prompt.max() <= 900
+    assert all(len(h) == 0 for h in tr.hashes)
