@@ -318,3 +318,32 @@ def test_inference_perf_random_data_loads_as_a_trace(tmp_path):
     assert len(tr) == 20 and tr.arrival_s[1] == pytest.approx(0.25)
     assert (tr.output == 20).all() and tr.prompt.min() >= 10 and tr.prompt.max() <= 900
     assert all(len(h) == 0 for h in tr.hashes)
+
+
+@pytest.mark.slow  # console scripts + MLflow store
+def test_cli_servegen_trace_with_classes_and_deadline_reaches_mlflow(mlflow_uri, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from tests.conftest import run_cli
+
+    d = _servegen_dir(tmp_path)
+    p = run_cli(["servegen", str(d), "--duration", "300", "--out", str(tmp_path / "sg.csv")], cwd=tmp_path,
+                script="simllm-import")
+    assert p.returncode == 0, p.stderr
+    # client 0 sends prompts of 100 tokens, client 1 of 700 or 900: a filter splits them
+    p = run_cli(["engine=des", "workload.arrival=trace", f"workload.trace.path={tmp_path / 'sg.csv'}",
+                 "engine.des.classes=[{name:long,filter:'prompt_len >= 500',priority:1,deadline_s:0.01},"
+                 "{name:short,share:1.0}]", "engine.des.record_decisions=true",
+                 f"tracking.uri={mlflow_uri}", "print_table=false", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    c = MlflowClient(tracking_uri=mlflow_uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("simllm").experiment_id])
+    m = run.data.metrics
+    t = pl.read_parquet(tmp_path / "run" / "table.parquet")
+    n_long = int((t["prompt_len"] >= 500).sum())
+    assert m["class_long_requests"] == n_long > 250 and m["class_short_requests"] == t.height - n_long
+    # a long request emits 5 tokens: 4 decode steps after its prefill, each at least one read of
+    # the 16 GB of Llama-3.1-8B weights at 3.35 TB/s (4.8 ms): >= 19 ms > its 10 ms deadline,
+    # so every long request is aborted and no short one is
+    assert m["class_long_cancelled"] == n_long and m["class_short_cancelled"] == 0
+    assert m["cancelled"] == n_long and t.filter(pl.col("prompt_len") >= 500)["completion_s"].is_nan().all()
