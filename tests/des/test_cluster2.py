@@ -290,8 +290,7 @@ def test_tiered_cache_reports_only_what_leaves_the_last_tier():
 
 
 def test_classes_deadline_and_index_compose_from_hydra():
-    from runner.convert import des_spec  # noqa: F401  (the config -> spec path the job uses)
-    from tests.conftest import compose_specs
+    from tests.conftest import compose_specs     # the job's config -> spec path (runner.convert)
 
     s = compose_specs("engine=des", "engine.des.deadline_s=5", "engine.des.prefix_index=lru",
                       "engine.des.classes=[{name:a,share:0.4,prompt_len:100,prompt_dist:{kind:uniform,low:50}},"
