@@ -179,8 +179,9 @@ class DesSpec:
         price_per_hour: USD per device-hour (0 = hardware.price_per_hour);
     timeseries_s: window of the load/queue/KV/replica time series (0 = none; frames["timeseries"]);
     class_slo_ttft_ms / class_slo_tpot_ms: per priority class SLOs (empty = slo_*_ms);
-    record_decisions: keep every routing/admission decision with the signals it saw
-        (frames["decisions"]);
+    record_decisions: keep every routing/admission/preemption decision (route, shed, reject_max_len,
+        expire, abort_queued, abort_running, preempt, scaling) with the signals it saw
+        (frames["decisions"]; engine.des.fleet);
     counterfactual: "key=value,..." engine.des settings of a second run on the same arrivals;
         per-request regret in frames["regret"], cf_* in the summary (engine.des.counterfactual);
     classes: request classes (a list of RequestClass mappings: name, share or filter, their own
