@@ -8,7 +8,6 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from engine.result import metric
 from runner import outputs
 
 
@@ -51,6 +50,7 @@ class SweepTracking(Callback):
                   "directories; upload them later with `simllm-sync`", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from engine.result import metric
         from runner import tracking
         from runner.job import PENDING, SKIPPED, print_rows
 

@@ -16,9 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 import runner
 from engine.errors import SpecError
-from engine.result import RunResult
 from runner import outputs
 from runner.convert import specs_from_config
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # polars comes with engine.result: imported where a result is handled
+    from engine.result import RunResult
 
 #: Keys of the config that do not change a result (left out of the config hash).
 _NON_RESULT_KEYS = ("tracking", "paths", "print_table", "resume")
@@ -143,7 +146,7 @@ def already_finished(cfg: DictConfig, chash: str) -> bool:
         return False
 
 
-def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> RunResult | None:
+def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult | None":
     """Run one job and persist it. Raises SpecError for bad input (nothing written or logged).
 
     Returns None when ``resume`` skips a job that already has a FINISHED run.

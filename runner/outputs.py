@@ -5,8 +5,11 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engine.result import RunResult
+if TYPE_CHECKING:   # polars comes with engine.result: imported where a result is handled
+    from engine.result import RunResult
+
 
 SUMMARY = "summary.json"
 TABLE = "table.parquet"
@@ -34,7 +37,7 @@ def _jsonable(v):
     return v
 
 
-def write_result(job_dir: Path, result: RunResult, resolved_yaml: str, meta: dict) -> list[Path]:
+def write_result(job_dir: Path, result: "RunResult", resolved_yaml: str, meta: dict) -> list[Path]:
     """Write summary.json, table.parquet (table.csv when the result asks for csv:
     engine.des.output_format), assumptions.md and config.yaml into ``job_dir``."""
     job_dir.mkdir(parents=True, exist_ok=True)
