@@ -23,7 +23,7 @@ t0 = traffic_start_s, L = traffic_len_s:
 
 Request classes (``classes``, engine.spec.des.RequestClass). Each request of the one stream (its
 arrivals from engine.des.workload.arrivals, or the trace's) gets a class: first the classes with a
-filter take the requests whose lengths match it (in declared order), then the rest are split by
+filter take the requests whose lengths (or a trace's other numeric columns) match it (in declared order), then the rest are split by
 share (independent draws, P(class) = share / sum of the share classes' shares). Marking a Poisson
 stream of rate R independently this way gives each class a Poisson stream of rate share x R (the
 thinning theorem), so the classes need no arrival process of their own. A class with prompt_len
@@ -183,13 +183,20 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
                    think_s=think, session=session, source=f"{stream.source} as sessions")
 
 
-def _matches(c, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
-    """Requests whose lengths satisfy class ``c``'s filter (every term)."""
+def _matches(c, stream: RequestStream) -> np.ndarray:
+    """Requests that satisfy class ``c``'s filter (every term): prompt_len, output_len or one of
+    the trace's other numeric columns (``RequestStream.columns``)."""
     import operator as op
+
+    from engine.errors import SpecError
     ops = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge, "==": op.eq, "!=": op.ne}
-    m = np.ones(len(prompt), bool)
+    cols = {"prompt_len": stream.prompt, "output_len": stream.output, **(stream.columns or {})}
+    m = np.ones(len(stream), bool)
     for col, o, v in c.terms():
-        m &= ops[o](prompt if col == "prompt_len" else output, v)
+        if col not in cols:
+            raise SpecError("engine.des.classes.filter", c.filter,
+                            f"columns among {sorted(cols)} (the stream has no {col!r})")
+        m &= ops[o](cols[col], v)
     return m
 
 
@@ -210,7 +217,7 @@ def apply_classes(stream: RequestStream, des) -> RequestStream:
     klass = np.full(n, -1, np.int16)
     for i, c in enumerate(classes):
         if c.filter:
-            klass[(klass < 0) & _matches(c, stream.prompt, stream.output)] = i
+            klass[(klass < 0) & _matches(c, stream)] = i
     share_ids = [i for i, c in enumerate(classes) if not c.filter]
     rest = np.flatnonzero(klass < 0)
     if rest.size:
@@ -272,6 +279,7 @@ def transform(stream: RequestStream, des) -> RequestStream:
             stream = replace(stream, arrival_s=arr[idx], prompt=stream.prompt[idx],
                              output=stream.output[idx], priority=stream.priority[idx],
                              klass=stream.klass[idx] if stream.klass is not None else None,
+                             columns={k: v[idx] for k, v in stream.columns.items()} if stream.columns else None,
                              hashes=[stream.hashes[i] for i in idx] if stream.hashes is not None else None)
     return sessionize(stream, des, r_sess)
 

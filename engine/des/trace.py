@@ -38,6 +38,9 @@ class Trace:
     output: np.ndarray
     hashes: list | None
     path: str
+    #: the trace's other numeric columns (name -> float64 per row), for request-class filters
+    #: (engine.des.classes: e.g. "client == 3" on a ServeGen trace)
+    columns: dict | None = None
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -131,11 +134,15 @@ def load_trace(spec: TraceSpec) -> Trace:
         except (TypeError, ValueError, OverflowError):
             raise SpecError(f"workload.trace.hash_column", hash_c,
                             f"a column of integer lists (prefix block hashes) in {spec.path}") from None
+    used = {arr_c, pr_c, out_c, hash_c}
+    extra = {c: df[c].cast(pl.Float64, strict=False).to_numpy() for c in df.columns
+             if c not in used and (df[c].dtype.is_integer() or df[c].dtype.is_float())}
     if not keep.all():
         idx = np.flatnonzero(keep)
         prompt, output = prompt[idx], output[idx]
         arrival = arrival[idx] if arrival is not None else None
         hashes = [hashes[i] for i in idx] if hashes is not None else None
+        extra = {c: v[idx] for c, v in extra.items()}
     if len(prompt) == 0:
         raise SpecError("workload.trace.path", spec.path, "a trace with at least one row of positive lengths")
     if arrival is not None:
@@ -143,8 +150,9 @@ def load_trace(spec: TraceSpec) -> Trace:
         if not (order == np.arange(len(order))).all():
             arrival, prompt, output = arrival[order], prompt[order], output[order]
             hashes = [hashes[i] for i in order] if hashes is not None else None
+            extra = {c: v[order] for c, v in extra.items()}
         arrival = arrival - arrival[0]
-    return Trace(arrival, prompt.astype(np.int64), output.astype(np.int64), hashes, str(path))
+    return Trace(arrival, prompt.astype(np.int64), output.astype(np.int64), hashes, str(path), extra or None)
 
 
 # ------------------------------------------------------------ inference-perf workload import

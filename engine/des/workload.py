@@ -40,6 +40,8 @@ class RequestStream:
     #: request classes (DesSpec.classes; engine.des.sessions.apply_classes): class index per
     #: request; None = one class
     klass: np.ndarray | None = None
+    #: a trace's other numeric columns per request (engine.des.trace.Trace.columns) or None
+    columns: dict | None = None
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -142,6 +144,14 @@ def _tile(trace: Trace, n: int):
     return arrival, prompt, output, hashes
 
 
+def _tile_columns(trace: Trace, n: int):
+    """The trace's extra columns repeated as ``_tile`` repeats its rows."""
+    if not trace.columns:
+        return None
+    idx = np.arange(n) % len(trace)
+    return {c: v[idx] for c, v in trace.columns.items()}
+
+
 def build_stream(spec: WorkloadSpec) -> RequestStream:
     """The request stream a WorkloadSpec describes (trace rows or synthetic draws), seeded."""
     ss = np.random.SeedSequence(spec.seed)
@@ -178,7 +188,8 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
     return RequestStream(arrival_s=np.asarray(arrival, dtype=np.float64), prompt=prompt, output=output,
                          priority=priority, hashes=hashes, block_tokens=spec.trace.block_tokens,
                          users=users, think_time_s=spec.think_time_s,
-                         source=trace.path if trace is not None else "synthetic")
+                         source=trace.path if trace is not None else "synthetic",
+                         columns=_tile_columns(trace, n) if trace is not None else None)
 
 
 def ramp_arrivals(arrival_s: np.ndarray, ramp_s: float) -> np.ndarray:

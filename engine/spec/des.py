@@ -30,7 +30,7 @@ TRAFFIC_SHAPES = ("none", "diurnal", "spike", "ramp", "drain")
 AUTOSCALE = ("none", "utilisation", "queue")
 
 
-_FILTER_TERM = r"\s*(prompt_len|output_len)\s*(<=|>=|==|!=|<|>)\s*(\d+)\s*"
+_FILTER_TERM = r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d*)?)\s*"
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,11 @@ class RequestClass:
 
     name: label of its results (``class_<name>_*``; '' = its index: ``class<i>_*``);
     share: fraction of the stream's requests it takes (classes without a filter; they sum to 1);
-    filter: instead of a share, the requests whose lengths match "prompt_len >= 2048 &
-        output_len < 100" (terms ``prompt_len|output_len  < <= > >= == !=  integer`` joined by
-        &; a request goes to the first class, in order, whose filter it matches; the rest are
-        split between the share classes); meant for traces, whose rows keep their lengths;
+    filter: instead of a share, the requests that match "prompt_len >= 2048 & output_len < 100"
+        (terms ``column  < <= > >= == !=  number`` joined by &; columns: prompt_len, output_len
+        and a trace's other numeric columns, e.g. ``client == 3`` on a ServeGen import; a request
+        goes to the first class, in order, whose filter it matches; the rest are split between
+        the share classes); meant for traces, whose rows keep their lengths;
     prompt_len / output_len: > 0 draws the class's lengths from prompt_dist / output_dist
         located there (the workload's LengthDist; 0 = the stream's own lengths);
     priority: its SLO / queue class (queue_policy=priority serves lower first; shedding);
@@ -93,9 +94,9 @@ class RequestClass:
             m = re.fullmatch(_FILTER_TERM, part)
             if m is None:
                 raise SpecError("engine.des.classes.filter", self.filter,
-                                "terms like 'prompt_len >= 2048' (prompt_len|output_len, < <= > >= == !=, "
-                                "an integer) joined by &")
-            out.append((m.group(1), m.group(2), int(m.group(3))))
+                                "terms like 'prompt_len >= 2048' (a column: prompt_len, output_len or a "
+                                "trace column; < <= > >= == !=; a number) joined by &")
+            out.append((m.group(1), m.group(2), float(m.group(3))))
         return out
 
 

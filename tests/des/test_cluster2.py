@@ -58,6 +58,13 @@ def test_class_filters_take_trace_rows_first_then_shares_take_the_rest():
     assert out.prompt.tolist() == st.prompt.tolist()    # a filter class keeps the row's lengths
     with pytest.raises(SpecError, match="match none"):
         apply_classes(st, replace(des, classes=des.classes[:2]))
+    # a trace's other columns: "client == 7 & prompt_len < 1000" picks rows 0 and 5 only
+    st = replace(st, columns={"client": np.array([7.0, 7, 3, 7, 3, 7])})
+    out = apply_classes(st, DesSpec(classes=({"name": "c7", "filter": "client == 7 & prompt_len < 1000"},
+                                             {"name": "rest", "share": 1.0})))
+    assert out.klass.tolist() == [0, 1, 1, 1, 1, 0]
+    with pytest.raises(SpecError, match="no 'tenant'"):
+        apply_classes(st, DesSpec(classes=({"filter": "tenant == 1"}, {"share": 1.0})))
 
 
 def test_per_class_results_use_the_class_slos_and_names(specs_with):
@@ -329,9 +336,10 @@ def test_cli_servegen_trace_with_classes_and_deadline_reaches_mlflow(mlflow_uri,
     p = run_cli(["servegen", str(d), "--duration", "300", "--out", str(tmp_path / "sg.csv")], cwd=tmp_path,
                 script="simllm-import")
     assert p.returncode == 0, p.stderr
-    # client 0 sends prompts of 100 tokens, client 1 of 700 or 900: a filter splits them
+    # client 0 sends prompts of 100 tokens, client 1 of 700 or 900: a filter on the trace's
+    # client column splits them
     p = run_cli(["engine=des", "workload.arrival=trace", f"workload.trace.path={tmp_path / 'sg.csv'}",
-                 "engine.des.classes=[{name:long,filter:'prompt_len >= 500',priority:1,deadline_s:0.01},"
+                 "engine.des.classes=[{name:long,filter:'client == 1',priority:1,deadline_s:0.01},"
                  "{name:short,share:1.0}]", "engine.des.record_decisions=true",
                  f"tracking.uri={mlflow_uri}", "print_table=false", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr
