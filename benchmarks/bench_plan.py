@@ -34,7 +34,9 @@ def main():
     ap.add_argument("overrides", nargs="*", help="more simllm-plan overrides")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "plan"
+        # the plan's folder is kept (outputs/ is git-ignored): its plan.json rewrites the report
+        # with `simllm-plan --from-json`; the MLflow store is a throw-away one
+        out = ROOT / "outputs" / "plan" / f"bench-{a.experiment}-{time.strftime('%Y%m%d-%H%M%S')}"
         cmd = [sys.executable, "-m", "runner.tools.plan", f"experiment={a.experiment}", *a.overrides,
                f"tracking.uri=sqlite:///{tmp}/mlflow.db", "--out", str(out), "--quiet"]
         if a.study:

@@ -507,16 +507,23 @@ def plot(doc: dict, path: Path) -> Path | None:
     front = sorted([r for r, o in zip(rows, on) if o], key=lambda r: r["interactivity_tok_s_per_user"])
     ax.plot([r["interactivity_tok_s_per_user"] for r in front], [r["tok_s_per_gpu"] for r in front],
             "-", color="0.3", lw=1.2, zorder=2, label="Pareto frontier")
-    for r in front:
-        ax.annotate(f"{r['candidate']['hardware']} {r['candidate']['layout']}",
+    for r, o in zip(rows, on):
+        ax.annotate(f"{r['candidate']['hardware']} {r['candidate']['layout']}"
+                    + ("" if r["candidate"]["mode"] == "colocated" else f" {r['candidate']['mode']}"),
                     (r["interactivity_tok_s_per_user"], r["tok_s_per_gpu"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=7)
+                    xytext=(5, 4), fontsize=7 if o else 6, color="0.1" if o else "0.45")
     tpot = doc["plan"]["slo"]["tpot_ms"]
     if tpot:
         ax.axvline(1000.0 / tpot, color="tab:red", ls="--", lw=1.2,
                    label=f"TPOT SLO {tpot:g} ms = {1000 / tpot:g} tok/s/user")
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):       # 20, 50, 100 rather than 2 x 10^1
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if str(f"{v:.0e}")[0] in "25" else ""))
+    ax.margins(x=0.12, y=0.08)
     ax.set_xlabel("interactivity at the max SLO rate (tokens/s per user = 1000 / p50 TPOT)")
     ax.set_ylabel("throughput per GPU (output tokens/s)")
     s = doc["plan"]["slo"]
@@ -658,6 +665,12 @@ def main(argv: list[str] | None = None) -> int:
     parent, uri, exp_id = None, None, None
     try:
         base = _compose(conf)
+        from engine.plan.spec import plan_spec
+
+        plan_spec(OmegaConf.to_container(base.plan, resolve=True))   # bad input: stop before any run
+        if base.engine.name != "des":
+            raise SpecError("engine", base.engine.name, "des (simllm-plan measures every candidate with "
+                            "the DES; use experiment=capacity or engine=des)")
         if base.tracking.enabled:
             uri, exp_name = base.tracking.uri, base.tracking.experiment
             try:
@@ -694,6 +707,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except SpecError as e:
         print(f"simllm-plan: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: one line, non-zero exit
+        from hydra.errors import HydraException
+
+        if not isinstance(e, HydraException):
+            raise
+        print(f"simllm-plan: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
         return 2
     finally:
         if parent:

@@ -48,3 +48,24 @@ def test_space_counts(cfg_of):
     sp3 = SpaceSpec(hardware=("h100_sxm",), tp=(3,), pp=(1,))
     c3, d3 = enumerate_candidates(sp3, specs)
     assert not c3 and d3[0][3] == "heads not divisible by tp"
+
+
+def test_cli_bad_input_one_line_no_run(mlflow_uri, tmp_path, capsys):
+    """Bad plan values and unknown hardware stop simllm-plan with exit 2 and one line naming the
+    key, before any MLflow run or job exists."""
+    from runner import tracking
+    from runner.tools.plan import main
+
+    out = tmp_path / "p"
+    assert main(["experiment=capacity", "plan.objective=speed", f"tracking.uri={mlflow_uri}",
+                 "--out", str(out), "--quiet"]) == 2
+    assert "plan.objective = 'speed': expected one of gpus, cost, energy" in capsys.readouterr().err
+    assert main(["experiment=capacity", "plan.space.hardware=[h100_sxm,nochip]", f"tracking.uri={mlflow_uri}",
+                 "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "plan.space.hardware = 'nochip'" in err
+    assert main(["experiment=capacity", "plan.typo=1", "tracking=none", "--out", str(out)]) == 2
+    assert "plan.typo" in capsys.readouterr().err
+    runs = tracking.search_runs(mlflow_uri)
+    assert all(r["status"] != "RUNNING" for r in runs)
+    assert not (out / "wave1").exists()
