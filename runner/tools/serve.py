@@ -30,6 +30,7 @@ tokens are dropped when due); vLLM aborts it.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import sys
@@ -307,6 +308,32 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
               Route("/v1/chat/completions", handler(True), methods=["POST"]),
               Route("/v1/models", models), Route("/health", health), Route("/metrics", metrics)]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+@contextlib.contextmanager
+def in_thread(app, host: str = "127.0.0.1", port: int = 0):
+    """Serve ``app`` with uvicorn in a background thread (tests, benchmarks); yields the base URL
+    (port 0: a free port). Stops the server on exit."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    th.start()
+    t_end = time.monotonic() + 30
+    while not server.started and th.is_alive() and time.monotonic() < t_end:
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        th.join(10)
+        sock.close()
 
 
 def build(overrides: list[str], capacity: int):
