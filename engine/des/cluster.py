@@ -65,12 +65,20 @@ def _prefix_affinity(router, rid):
     return min(reps, key=lambda r: (-r.prefix.match(hashes, len(hashes)), r.outstanding, r.idx))
 
 
+@register_router("weighted")
+def _weighted(router, rid):
+    """router=weighted is the gateway model of engine.des.fleet (Fleet.route: its prefix index,
+    delayed load signals and weighted score). It always builds a Fleet (DesSpec.cluster_features),
+    and the loop then routes through the fleet, so this registry entry is never asked to pick."""
+    raise AssertionError("router=weighted routes through engine.des.fleet.Fleet.route")
+
+
 class Router:
     """Routes each arriving request to a replica with the registered policy ``kind``."""
 
     def __init__(self, kind: str, replicas: list[Replica], st: State):
         self.kind, self.replicas, self.st = kind, replicas, st
-        self._pick = ROUTERS.get(kind)     # "weighted" routes through engine.des.fleet
+        self._pick = ROUTERS[kind]         # "weighted": the loop routes through engine.des.fleet
         self._rr = -1
 
     def pick(self, rid: int) -> Replica:
