@@ -5,6 +5,7 @@
 The grid: hardware.hbm_bandwidth (5) x partition.tp (2) x workload.batch_size (1..jobs/10).
 Paths (each a whole fresh ``simllm`` process; CPU-s = user + system of that process alone):
   batched sqlite   ``simllm -m hydra/sweeper=simllm ...`` into a fresh embedded SQLite store
+                   (``--log-params swept``: hydra.sweeper.log_params=swept, fewer params a run)
   batched server   the same against a local ``mlflow server`` on PostgreSQL (``--server``); the
                    server's and the database's CPU-s are reported too
   basic sqlite     Hydra's basic sweeper on a --jobs-basic subset
@@ -67,6 +68,8 @@ def main():
     ap.add_argument("--server", action="store_true", help="also against mlflow server on PostgreSQL")
     ap.add_argument("--no-sqlite", action="store_true", help="skip the batched sqlite path")
     ap.add_argument("--checkout", default=None, help="measure this simllm checkout (PYTHONPATH)")
+    ap.add_argument("--log-params", default=None, choices=("all", "swept"),
+                    help="hydra.sweeper.log_params of the batched paths (default: the sweeper's)")
     args = bench.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="simllm-bench-"))
     env = dict(os.environ)
@@ -78,8 +81,9 @@ def main():
             f"workload.batch_size={','.join(str(b) for b in range(1, nb + 1))}", "print_table=false",
             "tracking.experiment=bench"]
     n = len(BW) * len(TP) * nb
-    bench.info.update(jobs=n, checkout=args.checkout or "installed")
-    batched = [exe, "-m", "hydra/sweeper=simllm", "hydra.sweeper.progress_every=0", *grid]
+    bench.info.update(jobs=n, checkout=args.checkout or "installed", log_params=args.log_params or "default")
+    batched = [exe, "-m", "hydra/sweeper=simllm", "hydra.sweeper.progress_every=0",
+               *([f"hydra.sweeper.log_params={args.log_params}"] if args.log_params else []), *grid]
     try:
         if not args.no_sqlite:
             for rep in range(bench.reps):

@@ -201,17 +201,28 @@ def _sweep_meta() -> dict:
     return out
 
 
-def run_params(cfg: DictConfig | dict) -> dict:
+def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
     """MLflow params: the flattened result-relevant config, minus engine.des.* on an analytical run
     (the DES options cannot change an analytical result; a DES run keeps engine.analytical.*, its
-    step-time model). Each logged param costs ~0.3 ms of SQLite time; config.yaml (an artifact)
-    and the config hash keep everything."""
+    step-time model). Each logged param costs ~0.1 ms of SQLite time; config.yaml (an artifact)
+    and the config hash keep everything.
+
+    ``swept`` (the batched sweeper's ``log_params=swept``): only the params under these override
+    keys (``partition.tp``; a group such as ``hardware`` keeps all of ``hardware.*``) and every
+    option's ``*.name``: the values that differ across the sweep, for a sweep of many cheap jobs.
+    """
     d = result_config(cfg)
     eng = dict(d.get("engine") or {})
     if eng.get("name") == "analytical":
         eng.pop("des", None)
     d["engine"] = eng
-    return flatten(d)
+    flat = flatten(d)
+    if swept is None:
+        return flat
+    prefixes = tuple(k.lstrip("+~") + "." for k in swept)
+    keys = {k.lstrip("+~") for k in swept}
+    return {k: v for k, v in flat.items()
+            if k in keys or k.startswith(prefixes) or k.endswith(".name") or k == "name"}
 
 
 def run_name(cfg: DictConfig | dict) -> str:
@@ -255,7 +266,9 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
         if doc.get("sweep_id"):
             tags["simllm.sweep_id"] = doc["sweep_id"]
         status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
-        rid = tracking.log_job(uri, exp, run_name(cfg), run_params(cfg),
+        swept = os.environ.get(tracking.PARAM_KEYS_ENV)
+        params = run_params(cfg, json.loads(swept) if swept else None)
+        rid = tracking.log_job(uri, exp, run_name(cfg), params,
                                doc.get("summary", {}), tags, job_dir, status=status)
         (job_dir / PENDING).unlink(missing_ok=True)
         return rid

@@ -32,6 +32,9 @@ FINISHED_ENV = "SIMLLM_FINISHED_HASHES"
 #: Set by the sweep callback when the tracking store could not be reached at the start: the jobs
 #: then write their pending markers at once instead of each waiting for the server.
 DOWN_ENV = "SIMLLM_TRACKING_DOWN"
+#: Set by the batched sweeper with ``hydra.sweeper.log_params=swept``: a JSON list of the swept
+#: override keys; a job then logs only the params under them (and every ``*.name``).
+PARAM_KEYS_ENV = "SIMLLM_PARAM_KEYS"
 
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000

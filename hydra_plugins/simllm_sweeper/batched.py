@@ -13,6 +13,8 @@ process; for parallel jobs use the joblib or submitit launchers with the basic s
 
 import copy
 import itertools
+import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +34,9 @@ class SimllmSweeperConf:
     _target_: str = "hydra_plugins.simllm_sweeper.batched.SimllmSweeper"
     params: Optional[Dict[str, str]] = field(default_factory=dict)
     progress_every: int = 100   # print a progress line every N jobs (0: never)
+    # MLflow params of each job: all (the flattened config, as the basic sweeper logs) | swept
+    # (only the swept keys' values and every *.name; config.yaml keeps the rest): ~15 ms less a job
+    log_params: str = "all"
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="simllm", node=SimllmSweeperConf,
@@ -43,9 +48,14 @@ def _is_group_override(o: Override, groups: set[str]) -> bool:
 
 
 class SimllmSweeper(Sweeper):
-    def __init__(self, params: Optional[Dict[str, str]] = None, progress_every: int = 100):
+    def __init__(self, params: Optional[Dict[str, str]] = None, progress_every: int = 100,
+                 log_params: str = "all"):
+        if log_params not in ("all", "swept"):
+            raise ValueError(f"hydra.sweeper.log_params = {log_params!r}: expected all or swept")
         self.params = params or {}
         self.progress_every = progress_every
+        self.log_params = log_params
+        self.swept: List[str] = []
         self.config: Optional[DictConfig] = None
         self.hydra_context: Optional[HydraContext] = None
 
@@ -67,6 +77,7 @@ class SimllmSweeper(Sweeper):
                 axes[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
             else:
                 axes[key] = [f"{key}={o.get_value_element_as_str()}"]
+        self.swept = sorted(k for k, v in axes.items() if len(v) > 1)
         jobs = [list(x) for x in itertools.product(*axes.values())]
         return [parser.parse_overrides(j) for j in jobs]
 
@@ -99,6 +110,20 @@ class SimllmSweeper(Sweeper):
         n = len(plans)
         print(f"[simllm sweeper] {n} jobs composed in {time.perf_counter() - tic:.2f} s "
               f"({len(cache)} distinct group selections)", file=sys.stderr)
+        if self.log_params == "swept":
+            from runner import tracking
+
+            os.environ[tracking.PARAM_KEYS_ENV] = json.dumps(self.swept)
+        try:
+            self._run(plans, cache, sweep_dir, execute)
+        finally:
+            if self.log_params == "swept":
+                os.environ.pop(tracking.PARAM_KEYS_ENV, None)
+        return None
+
+    def _run(self, plans: list, cache: Dict[tuple, DictConfig], sweep_dir: Path, execute) -> None:
+        """Run the prepared jobs one after another in this process."""
+        n = len(plans)
         tic = time.perf_counter()
         for num, (gkey, values, overrides) in enumerate(plans):
             job_dir = sweep_dir / str(num)
@@ -117,7 +142,6 @@ class SimllmSweeper(Sweeper):
                 el = time.perf_counter() - tic
                 print(f"[simllm sweeper] {done}/{n} jobs, {el / done * 1e3:.0f} ms/job, "
                       f"ETA {el / done * (n - done):.0f} s", file=sys.stderr)
-        return None
 
 
 _ABSENT = object()

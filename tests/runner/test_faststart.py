@@ -112,3 +112,19 @@ def test_shared_config_store_composes_the_same_config():
     finally:
         app.share_config_store()
         GlobalHydra.instance().clear()
+
+
+def test_swept_params_are_the_swept_keys_and_the_names(cfg_of):
+    from runner.job import run_params
+
+    cfg = OmegaConf.to_container(cfg_of("tracking=none"), resolve=True)
+    full = run_params(cfg)
+    some = run_params(cfg, ["hardware", "partition.tp", "+workload.batch_size"])
+    # every kept param has the same value as in the full set; nothing kept outside the rule
+    assert all(full[k] == v for k, v in some.items())
+    assert {k for k in full if k.startswith("hardware.")} <= set(some)
+    assert "partition.tp" in some and "workload.batch_size" in some and "partition.pp" not in some
+    assert {"model.name", "engine.name", "calibration.name"} <= set(some)
+    assert set(some) == {k for k in full if k.startswith("hardware.") or k.endswith(".name")
+                         or k in ("partition.tp", "workload.batch_size")}
+    assert len(some) < len(full) / 3
