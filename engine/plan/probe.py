@@ -11,7 +11,8 @@ span (first measured to last arrival) to last ``min_span_e2e`` times the mean E2
 requests: a rate slightly above capacity builds its queue over many request lifetimes, so a run
 short against a request's residence time can pass by never leaving its start-up transient. While
 the verdict is ``unsure`` the run is repeated with 2n requests, up to ``max_requests``; then the
-point estimate decides and the trial says so (``decided_by = 'point'``).
+point estimate decides and the trial says so (``decided_by = 'point'``). Within one search no
+probe starts below the requests an earlier decisive run needed (``first_requests``).
 """
 
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,7 @@ class Probe:
         self.cache: dict = {}
         self.runs = 0
         self.e2e_hint = None          # mean E2E [s] of the last run (first_requests)
+        self.n_floor = 0              # requests of the largest decisive run so far
 
     def run(self, rate: float, n: int):
         """One DES run of n requests at ``rate``: (verdict, metrics, failing)."""
@@ -117,8 +119,10 @@ class Probe:
         """Requests of the first run at ``rate``: ``rule.requests`` doubled until the measured
         span would reach min_span_e2e x the mean E2E of the last run (its residence time is the
         best guess for a nearby rate), at most ``max_requests``; saves the runs the span rule
-        would reject."""
-        n, r = self.rule.requests, self.rule
+        would reject. Never fewer than a previous decisive run of this search needed
+        (``n_floor``): a longer run sees more of a trace, so verdicts from shorter runs than one
+        already needed are not comparable (the rate would not be monotone in them)."""
+        n, r = max(self.rule.requests, self.n_floor), self.rule
         if self.e2e_hint is None:
             return n
         need = rate * r.min_span_e2e * self.e2e_hint / (1.0 - r.warmup_fraction) + 1
@@ -144,5 +148,6 @@ class Probe:
                 t = Trial(rate, "pass" if ok else "fail", "point", n, runs, m, "" if ok else failing)
                 break
             n *= 2
+        self.n_floor = max(self.n_floor, t.requests)
         self.cache[key] = t
         return t

@@ -579,9 +579,10 @@ def report(doc: dict, out_dir: Path, command: str, name: str = "plan") -> dict:
         f"- candidates: {doc['candidates']} ({doc['searched']} searched with the DES, "
         f"{doc['candidates'] - doc['searched']} pruned or failed; partitions the model cannot take: "
         f"{len(doc['dropped'])})",
-        f"- DES runs: {doc['des_runs']} (brute force over the same candidates at the same resolution: "
-        f"{doc['brute_force_runs']}, a geometric grid of ratio {1 + p['search']['precision']:g} over "
-        "[estimate / 4, estimate] per candidate that fits)",
+        f"- DES runs: {doc['des_runs']} (brute force over the same candidates at the same resolution: at "
+        f"least {doc['brute_force_runs']}, one run per point of a geometric grid of ratio "
+        f"{1 + p['search']['precision']:g} over [estimate / 4, estimate] for every candidate that fits in "
+        "memory, before any doubling of the request count)",
         f"- time: {f['wall_s']:.1f} s wall, {f['cpu_s']:.1f} CPU-s (this process and its launched jobs) on "
         f"{f['cores']} cores",
         f"- precision: each max rate r passed and the rate in brackets above it failed (asked: "
