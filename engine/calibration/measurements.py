@@ -14,7 +14,8 @@ genai_perf Perf Analyzer's ``profile_export.json`` as written by genai-perf: ``e
            and the prompt length comes from ``input_len`` (the run's --synthetic-input-tokens-mean)
            or, failing that, 4 characters per token of the payload's prompt text (stated in notes).
 guidellm   GuideLLM's report (``benchmarks.json``): ``benchmarks[]``, each with
-           ``requests.successful[]`` holding ``prompt_tokens``, ``output_tokens`` and the times
+           ``requests.successful[]`` holding ``prompt_tokens``, ``output_tokens`` (v0.8+:
+           ``input_metrics``/``output_metrics.text_tokens``) and the times
            ``start_time``/``first_token_time``/``last_token_time`` [s] (v0.2-0.3), or
            ``info.timings.request_start``/``first_token_iteration``/``last_token_iteration``
            (v0.4+); the strategy (``args.strategy.type_``: synchronous, concurrent with ``streams``,
@@ -267,6 +268,14 @@ def _guidellm_times(path, i, r):
     return [_num(path, i, k, v) for k, v in zip(keys, vals)]
 
 
+def _guidellm_tokens(path, i, r, key, metrics):
+    """Token count ``key`` of one GuideLLM request: top level (v0.2-0.7) or
+    ``input_metrics``/``output_metrics.text_tokens`` (v0.8+)."""
+    if key in r or not isinstance(r.get(metrics), dict):
+        return _get(path, i, r, key)
+    return _get(path, i, r[metrics], "text_tokens", f"{key} or {metrics}.text_tokens")
+
+
 def read_guidellm(path, benchmark: int = 0) -> Measurement:
     doc = _load_json(path)
     benches = _get(path, None, doc, "benchmarks", "a list of benchmarks (GuideLLM report)")
@@ -277,8 +286,10 @@ def read_guidellm(path, benchmark: int = 0) -> Measurement:
     reqs = _get(path, None, _get(path, None, b, "requests"), "successful")
     rows = []
     for i, r in enumerate(reqs):
-        inp = _num(path, i, "prompt_tokens", _get(path, i, r, "prompt_tokens"), integer=True, positive=True)
-        out = _num(path, i, "output_tokens", _get(path, i, r, "output_tokens"), integer=True, positive=True)
+        inp = _num(path, i, "prompt_tokens", _guidellm_tokens(path, i, r, "prompt_tokens", "input_metrics"),
+                   integer=True, positive=True)
+        out = _num(path, i, "output_tokens", _guidellm_tokens(path, i, r, "output_tokens", "output_metrics"),
+                   integer=True, positive=True)
         start, first, last = _guidellm_times(path, i, r)
         if not start <= first <= last:
             raise MeasurementError(path, i, "first_token_time", first,
