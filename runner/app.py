@@ -45,17 +45,20 @@ def cache_config_files() -> None:
     copy (Hydra edits what it loads); a file is re-read when its mtime or size changes.
     Idempotent; composed configs are unchanged.
     """
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
-    from hydra._internal.core_plugins.importlib_resources_config_source import (
-        ImportlibResourcesConfigSource)
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
 
-    for cls in (FileConfigSource, ImportlibResourcesConfigSource):
+    # Hydra's plugin scan (once per process) re-executes its core plugin modules, replacing these
+    # classes: patch the ones the scan leaves in place
+    for cls in Plugins.instance().discover(ConfigSource):
+        if cls.__name__ not in ("FileConfigSource", "ImportlibResourcesConfigSource"):
+            continue
         if getattr(cls.load_config, "_simllm_cached", False):
             continue
         cache: dict = {}
 
         def load_config(self, config_path, _orig=cls.load_config, _cache=cache,
-                        _files=cls is FileConfigSource):
+                        _files=cls.__name__ == "FileConfigSource"):
             stamp = None
             if _files:   # package resources do not change while a process runs; files may
                 full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
