@@ -132,7 +132,7 @@ class Probe:
 
     def __call__(self, rate: float) -> Trial:
         key = round(float(rate), 12)
-        if key in self.cache:
+        if key in self.cache and self.cache[key].requests >= self.n_floor:
             return self.cache[key]
         n, runs = self.first_requests(rate), 0
         while True:

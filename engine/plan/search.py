@@ -9,6 +9,10 @@ true maximum: after a bracket of ratio s, about log2(ln s / ln(1 + p)) probes (s
 p = 2 %: 4 probes). Bracketing starts at the guess g: pass -> probe g s, g s^2, g s^4 ... until
 one fails; fail -> g / s, g / s^2 ... until one passes (or ``min_rate`` fails: infeasible).
 
+A probe may raise the request count it needs as the search goes (``Probe.n_floor``): a pass
+measured with fewer requests is then measured again before it bounds the bracket, and the bracket
+moves down from it if it fails.
+
 Near the answer a percentile's confidence interval can hold its threshold even at the largest
 run: the verdict there is the point estimate's, which is not monotone in the rate. When both ends
 of the bracket are such verdicts the search stops (``resolution``) and reports the bracket as is.
@@ -91,7 +95,26 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
                 lo = r
                 break
             hi, f = r, f * f
-    while hi / lo > 1.0 + precision:
+    while True:
+        # a pass measured with fewer requests than the probe now needs is re-measured; if it
+        # fails now, the bracket moves down from it
+        while _stale(probe, trials, lo):
+            if p(lo):
+                break
+            hi, f = lo, step
+            while True:
+                r = hi / f
+                if r < min_rate:
+                    if hi > min_rate and p(min_rate):
+                        lo = min_rate
+                        break
+                    return SearchResult(0.0, min(hi, min_rate), "infeasible", trials)
+                if p(r):
+                    lo = r
+                    break
+                hi, f = r, f * f
+        if hi / lo <= 1.0 + precision:
+            return SearchResult(lo, hi, "ok", trials)
         if stop_at_resolution and _by_point(trials, lo) and _by_point(trials, hi):
             return SearchResult(lo, hi, "resolution", trials)
         mid = math.sqrt(lo * hi)
@@ -99,7 +122,14 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
             lo = mid
         else:
             hi = mid
-    return SearchResult(lo, hi, "ok", trials)
+
+
+def _stale(probe, trials, rate) -> bool:
+    """Is the latest verdict at ``rate`` a pass from a shorter run than the probe's floor
+    (``probe.n_floor``: the requests an earlier decisive run of this search needed)?"""
+    floor = getattr(probe, "n_floor", 0)
+    last = next((t for t in reversed(trials) if t.rate == rate), None)
+    return last is not None and last.verdict == "pass" and last.requests < floor
 
 
 def _by_point(trials, rate) -> bool:

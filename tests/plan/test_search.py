@@ -44,3 +44,23 @@ def test_brute_force_agrees_within_one_step():
     b = brute_force(step_probe(17.3), grid)
     s = find_max_rate(step_probe(17.3), 4.0, 0.02)
     assert abs(b.rate - s.rate) <= 0.02 * b.rate
+
+
+def test_a_pass_from_a_shorter_run_is_measured_again():
+    """A verdict that gets harsher with the run length (cap 10 at 1000 requests, 8 at 4000): once
+    the probe needs 4000 requests (its floor rises after the first fail), the earlier pass at 9.5
+    is re-measured, fails, and the answer lands below 8, the long runs' threshold."""
+    class P:
+        n_floor = 1000
+
+        def __call__(self, r):
+            n = self.n_floor
+            cap = 10.0 if n < 4000 else 8.0
+            t = Trial(r, "pass" if r <= cap else "fail", "ci", n, 1)
+            if t.verdict == "fail":
+                self.n_floor = 4000
+            return t
+
+    res = find_max_rate(P(), 9.5, 0.02, step=1.25)
+    assert res.status == "ok" and res.rate <= 8.0 < res.hi and res.hi / res.rate <= 1.02 + 1e-12
+    assert [t.requests for t in res.trials if t.rate == 9.5] == [1000, 4000]
