@@ -76,6 +76,14 @@ def test_container_overrides_take_a_copy(cfg_of):
 def test_config_file_cache_equals_a_fresh_parse(tmp_path):
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
 
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
+
+    # the classes Hydra composes with (those left by its plugin scan) carry the cache
+    used = {c.__name__: c for c in Plugins.instance().discover(ConfigSource)}
+    assert used["FileConfigSource"] is FileConfigSource
+    assert FileConfigSource.load_config._simllm_cached
+    assert used["ImportlibResourcesConfigSource"].load_config._simllm_cached
     (tmp_path / "a.yaml").write_text("x: 1\ny: [1, 2]\n")
     src = FileConfigSource(provider="test", path=str(tmp_path))
     first, second = src.load_config("a"), src.load_config("a")
