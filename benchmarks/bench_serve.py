@@ -11,7 +11,7 @@ streamed tokens/s the client saw, the server's CPU-seconds and wall time over th
 /proc), the server's peak resident memory, and the server's token lag (simllm:token_lag_seconds
 from /metrics: how late, in simulated seconds, tokens were handed out after their simulated time;
 mean and max over the level). The "sustained" line names the highest rate whose mean lag stays
-under ``--max-lag-ms`` and whose completed rate is within 5 % of the offered one: beyond it the
+under ``--max-lag-ms`` and whose completed rate is within 10 % of the offered one (Poisson counts over a few seconds vary by ~5 %): beyond it the
 server's Python/HTTP work per token delays delivery and the observed timing is no longer the
 simulated one (use --time-scale > 1 there). Both processes share the machine's cores.
 """
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
                   f"{np.median(tpot):11.3f} {_peak_mb(srv.pid):8.0f}"
                   + (f"  ({len(recs) - len(ok)} failed: {next(r.error for r in recs if r.error)[:60]})"
                      if len(ok) < len(recs) else ""))
-            if lag <= a.max_lag_ms and len(ok) == n and done_rate >= 0.95 * rate:
+            if lag <= a.max_lag_ms and len(ok) == n and done_rate >= 0.9 * rate:
                 sustained = (rate, done_rate, toks / span)
         if sustained:
             print(f"sustained: {sustained[0]:g} req/s offered, {sustained[1]:.1f} req/s and "
