@@ -138,3 +138,31 @@ def test_engine_full_is_503(base_specs):
                 return out
         s1, s2, doc = asyncio.run(two())
     assert (s1, s2) == (200, 503) and "busy" in doc["message"]
+
+
+def test_observe_cli_logs_to_mlflow(server, tmp_path, mlflow_uri):
+    """simllm-observe's main: workload from the Hydra group (fixed lengths, 6 requests in a closed
+    loop of 2), the file written, and one FINISHED MLflow run holding its summary and the file."""
+    from mlflow.tracking import MlflowClient
+
+    url, _ = server
+    out = tmp_path / "o.json"
+    rc = observe.main([url, "workload=closed_loop", "workload.concurrency=2", "workload.num_requests=6",
+                       "workload.prompt_dist.kind=fixed", "workload.prompt_len=40",
+                       "workload.output_dist.kind=fixed", "workload.output_len=7", "-o", str(out),
+                       "--endpoint", "chat", "--no-progress", "--tracking-uri", mlflow_uri,
+                       "--experiment", "obs-test"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["input_lens"] == [40] * 6 and doc["output_lens"] == [7] * 6
+    assert doc["max_concurrency"] == 2 and doc["request_rate"] == "inf"
+    c = MlflowClient(tracking_uri=mlflow_uri)
+    runs = c.search_runs([c.get_experiment_by_name("obs-test").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert runs[0].data.metrics["completed"] == 6
+    assert [a.path for a in c.list_artifacts(runs[0].info.run_id)] == ["o.json"]
+
+
+def test_observe_refuses_bad_arguments(capsys):
+    assert observe.main(["http://127.0.0.1:9", "-o", "x.json", "--timeout", "0"]) == 2
+    assert "--timeout 0.0: expected a finite number > 0" in capsys.readouterr().err
