@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
-d = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cluster_cf")
+d = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/cluster_cf")
 s = json.loads((d / "summary.json").read_text())["summary"]
 t = pl.read_parquet(d / "regret.parquet")
 print({k: round(v, 1) if isinstance(v, float) else v for k, v in s.items() if k.startswith("cf_")})

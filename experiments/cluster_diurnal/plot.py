@@ -8,7 +8,7 @@ import polars as pl
 
 from runner.tools.plots import cluster_timeseries
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cluster_diurnal")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/cluster_diurnal")
 here = Path(__file__).parent
 runs = {n: out / n for n in ("autoscaled", "fixed3") if (out / n / "timeseries.parquet").exists()}
 series = {n: pl.read_parquet(p / "timeseries.parquet") for n, p in runs.items()}

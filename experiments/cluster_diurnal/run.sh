@@ -6,9 +6,9 @@
 # on-demand price, given on the command line). Two pools: autoscaled (queue target 10
 # outstanding per replica, 1..4 replicas, 60 s interval, 180 s provisioning) and fixed at 3
 # replicas (sized for the peak); POOLS picks (autoscaled_nostab: no scale-down stabilization).
-# Job dirs under $OUT (default /tmp/cluster_diurnal).
+# Job dirs under $OUT (default outputs/cluster_diurnal).
 set -euo pipefail
-OUT=${OUT:-/tmp/cluster_diurnal}
+OUT=${OUT:-outputs/cluster_diurnal}
 COMMON=(engine=des model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
   workload.num_requests=172800 workload.rate_rps=2 tracking.enabled=false
   hardware.price_per_hour=3.0 engine.des.slo_ttft_ms=2000 engine.des.slo_tpot_ms=100

@@ -5,9 +5,9 @@
 # 12,000 requests at RATE (24) req/s, mean 4 turns, 10 s think time, a 1,024-token system prompt;
 # 4 x Llama-3.1-8B on H100 SXM, prefix caching, load signals 1 s old), with the KV pool at the
 # memory model's size and cut to BLOCKS (4000) blocks per replica so that blocks get evicted.
-# Job dirs under $OUT (default /tmp/cluster_prefix_index); summarize.py prints the table.
+# Job dirs under $OUT (default outputs/cluster_prefix_index); summarize.py prints the table.
 set -euo pipefail
-OUT=${OUT:-/tmp/cluster_prefix_index}
+OUT=${OUT:-outputs/cluster_prefix_index}
 for blocks in 0 ${BLOCKS:-4000}; do
   for idx in routed events lru; do
     simllm engine=des model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \

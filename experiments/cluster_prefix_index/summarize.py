@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cluster_prefix_index")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/cluster_prefix_index")
 print("| KV blocks / replica | prefix_index | prefix hit | evictions | TTFT p50 ms | TTFT p99 ms | SLO att. |")
 print("|---|---|---|---|---|---|---|")
 for d in sorted(out.iterdir()):

@@ -3,9 +3,9 @@
 # 10 s think time, a 1,024-token system prompt shared by all sessions) on 4 Llama-3.1-8B H100 SXM
 # replicas with prefix caching: prefix affinity (router=weighted, w_prefix=1, w_queue=1) vs
 # least-loaded (router=least_outstanding), each with the load signals 0 / 1 / 5 s old.
-# Job dirs under $OUT (default /tmp/cluster_routing); summarize.py prints the table.
+# Job dirs under $OUT (default outputs/cluster_routing); summarize.py prints the table.
 set -euo pipefail
-OUT=${OUT:-/tmp/cluster_routing}
+OUT=${OUT:-outputs/cluster_routing}
 for router in weighted least_outstanding; do
   for d in 0 1 5; do
     simllm engine=des model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \

@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cluster_routing")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/cluster_routing")
 print("| router | signal delay | prefix hit rate | TTFT p50 ms | TTFT p99 ms | E2E p99 ms | SLO attainment |")
 print("|---|---|---|---|---|---|---|")
 for router in ("weighted", "least_outstanding"):
