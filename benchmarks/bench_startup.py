@@ -56,7 +56,7 @@ def main():
             top = import_time_top(py[1:] + runs[label], top=args.top, cwd=tmp, env=env)
             bench.info["import_top"][label] = top
             print(f"\nimport time by package, top {args.top} ({label}; ms of the package's own "
-                  "modules, -X importtime, one run):")
+                  "modules, -X importtime, min of 3 runs):")
             for r in top:
                 print(f"  {r['ms']:8.1f} ms  {r['modules']:4d} modules  {r['package']}")
         print()
