@@ -143,7 +143,7 @@ def search_candidate(cfg_dict: dict, guess: float, job_dir: Path) -> dict:
     above = [t for t in res.trials if t.verdict == "fail" and t.rate == res.hi]
     doc["limit"] = above[0].failing if above else ""
     if plan.target_rps > 0 and res.rate > 0:
-        doc["target"] = verify_target(specs, on_run, plan, res.rate)
+        doc["target"] = verify_target(specs, on_run, plan, res.rate, n_floor=probe.n_floor)
         doc["des_runs"] += sum(t["runs"] for t in doc["target"]["tried"])
     doc["cpu_s"] = time.process_time() - cpu0
     doc["wall_s"] = time.time() - t0
@@ -160,10 +160,11 @@ def _trial_doc(t) -> dict:
                                      "throughput_tok_s", "utilisation")}}
 
 
-def verify_target(specs, on_run, plan, unit_rps: float, max_extra: int = 3) -> dict:
+def verify_target(specs, on_run, plan, unit_rps: float, max_extra: int = 3, n_floor: int = 0) -> dict:
     """Units for ``plan.target_rps``: ceil(target / unit rate), checked by a DES of that many
-    units behind the router at the target rate with the same stability rule; one more unit per
-    failure (at most ``max_extra`` more)."""
+    units behind the router at the target rate with the same stability rule, at least as many
+    requests as the search's decisive runs (``n_floor``); one more unit per failure (at most
+    ``max_extra`` more)."""
     from engine.plan.probe import Probe
 
     d = specs.des
@@ -172,7 +173,9 @@ def verify_target(specs, on_run, plan, unit_rps: float, max_extra: int = 3) -> d
     tried = []
     for _ in range(max_extra + 1):
         des = replace(d, replicas=units * per_unit, prefill_replicas=units * d.prefill_replicas)
-        t = Probe(replace(specs, des=des), plan.slo, plan.rule, on_run=on_run)(plan.target_rps)
+        pr = Probe(replace(specs, des=des), plan.slo, plan.rule, on_run=on_run)
+        pr.n_floor = n_floor
+        t = pr(plan.target_rps)
         tried.append({"units": units, **_trial_doc(t)})
         if t.verdict == "pass":
             return {"units": units, "verified": True, "tried": tried}
