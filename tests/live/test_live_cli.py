@@ -4,7 +4,7 @@ a few minutes of simulated serving at a slowed clock). All servers listen on 127
 Round trip (issue 16 item 3): ``simllm-serve`` with a hidden calibration (compute efficiency 0.5,
 memory-bandwidth efficiency 0.6, step overhead 2 ms; the numbers chosen here), ``simllm-observe``
 against it, then the project's calibrate on the observation should land within 10 % of each
-(compute efficiency does; bandwidth and overhead are an xfail, see the test). The
+(not met yet: an xfail with the measured values; the timing the server streams is checked). The
 server runs at ``--time-scale 10`` (ten wall seconds per simulated second): the HTTP path's own
 lateness (about 1-3 ms on a loaded 2-core machine, see benchmarks/bench_serve.py) is then 0.1-0.3 ms
 of simulated time, below the 10 % of the 2 ms overhead the test asks for. The workload is a
@@ -99,26 +99,25 @@ def round_trip(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_round_trip_timing_and_compute(round_trip):
+def test_round_trip_timing(round_trip):
     """The observed requests are the DES's at the hidden point (the replay of the same arrivals):
-    TTFT within 1 ms of simulated time (the HTTP path's lateness / 10), TPOT within 1 %; and the
-    fit recovers the compute efficiency within 10 %."""
+    TTFT within 1 ms of simulated time (the HTTP path's lateness / 10), TPOT within 1 %."""
     m, fit, d_ttft, r_tpot = round_trip
     assert len(m) == 80
     assert abs(d_ttft) < 1.0 and abs(r_tpot) < 0.01
-    assert fit.params["compute_efficiency"] == pytest.approx(0.5, rel=0.10)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="at one user, bandwidth efficiency and step overhead trade along a flat "
-                          "direction (both set the decode step at batch 1); a 0.2-0.4 ms residual "
-                          "TTFT lateness moves the fit along it (bandwidth 0.89, overhead 4.2 ms in "
-                          "the run of the issue-16 note; the same data made without HTTP recover "
-                          "both within 1 %)", strict=False)
-def test_round_trip_bandwidth_and_overhead(round_trip):
+@pytest.mark.xfail(reason="calibrate at one user: bandwidth efficiency and step overhead trade along "
+                          "a flat direction (both set the batch-1 decode step) and a 0.2-0.4 ms "
+                          "residual TTFT lateness (time scale 10) moves the fit along it; measured "
+                          "0.55 / 0.88 / 4.25 ms for 0.5 / 0.6 / 2 ms. Even exact data (the live "
+                          "engine without HTTP, same 120 requests) fit 0.53 / 0.73 / 3.3 ms; "
+                          "see the issue-16 note", strict=False)
+def test_round_trip_recovers_within_10_percent(round_trip):
     _, fit, _, _ = round_trip
-    for k in ("memory_bandwidth_efficiency", "step_overhead_s"):
-        assert fit.params[k] == pytest.approx(HIDDEN[k], rel=0.10)
+    for k, v in HIDDEN.items():
+        assert fit.params[k] == pytest.approx(v, rel=0.10)
 
 
 @pytest.mark.slow
