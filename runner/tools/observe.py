@@ -144,8 +144,8 @@ async def drive(url: str, stream, *, chat: bool, model: str, duration: float, ti
     import aiohttp
 
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    full = url.rstrip("/")
-    full = full + path if full.endswith("/v1") is False else full[:-3] + path
+    base = url.rstrip("/")
+    full = (base[:-3] if base.endswith("/v1") else base) + path     # http://h:p or http://h:p/v1
     n = len(stream)
     recs = [Record(i, int(stream.prompt[i]), int(stream.output[i])) for i in range(n)]
     status = {"stopped": ""}
