@@ -136,3 +136,11 @@ def test_swept_params_are_the_swept_keys_and_the_names(cfg_of):
     assert set(some) == {k for k in full if k.startswith("hardware.") or k.endswith(".name")
                          or k in ("partition.tp", "workload.batch_size")}
     assert len(some) < len(full) / 3
+
+
+def test_experiment_presets_registered_where_a_command_line_may_use_them():
+    assert not app._may_use_experiments(["tracking=none", "partition.tp=2"])
+    assert not app._may_use_experiments(["-m", "hydra/sweeper=simllm", "workload.batch_size=1,2"])
+    for argv in (["experiment=pareto_hbm_l70b8"], ["-m", "+experiment=x"], ["--help"], ["--info"],
+                 ["--cfg", "job"], ["-cn", "other"], ["--config-dir", "d"], ["-sc", "install=bash"]):
+        assert app._may_use_experiments(argv), argv
