@@ -30,8 +30,8 @@ def share_config_store() -> None:
     holds the ConfigStore singleton with every generated schema: that copy was ~70 % of a
     compose here (3.9 CPU-s of ``simllm --help``). The copy protects nothing: ``ConfigStore.load``
     already hands out a deep copy of the node it loads, and the store is a process-wide
-    singleton (Hydra >= 1.3.3 stopped holding it on the source for this reason, facebookresearch/
-    hydra#2928). Idempotent; composed configs are unchanged.
+    singleton (Hydra's main branch stopped holding it on the source, facebookresearch/hydra#2928;
+    the 1.3 release installed here still copies it). Idempotent; composed configs are unchanged.
     """
     if "__deepcopy__" not in ConfigStore.__dict__:
         ConfigStore.__deepcopy__ = lambda self, memo: self
