@@ -509,7 +509,11 @@ class Replica:
                         st.token_times[r].append(np.full(1 if em is None else int(em[i]), t))
             if self.power is not None:      # shared by the iteration's tokens (q per verifying decode)
                 q = 1.0 if em is None else self.specdec.q
-                e_tok = self.power.account(run, False, t) / (nd * q + sum(c for _, c in chunks))
+                e_it = self.power.account(run, False, t)
+                n_tok = nd * q + sum(c for _, c in chunks)
+                # an iteration that moved no token (a disaggregated pool's KV hand-off step) keeps
+                # its energy in the device total only: no request to charge it to
+                e_tok = e_it / n_tok if n_tok > 0 else 0.0
                 if nd:
                     st.energy_decode_j[self.rid[didx]] += e_tok * q
                 for s, c in chunks:

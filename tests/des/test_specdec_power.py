@@ -143,3 +143,16 @@ def test_chunked_prefill_iterations_speculate_too(l70b):
     assert st.spec_tokens / st.spec_steps == pytest.approx(2.533, rel=0.05)
     plain = simulate(replace(l70b, workload=wl), des).result.summary
     assert sim.result.summary["tpot_ms_mean"] < 0.75 * plain["tpot_ms_mean"]
+
+
+def test_disaggregated_pools_account_energy():
+    """A disaggregated run (one prefill and one decode replica, power model on because the H100 has
+    a TDP) completes, charges every request a positive, finite energy, and the requests together
+    are charged no more than the devices' busy energy (iterations that move no token, such as a
+    hand-off step, stay in the device total). Regression: such an iteration divided by zero."""
+    s = compose_specs("hardware=h100_sxm", "workload=azure_conv_2k", "framework=vllm_v1",
+                      "workload.num_requests=120")
+    sim = simulate(s, DesSpec(**DES, replicas=2, prefill_replicas=1)).result
+    e = sim.table["energy_j"].to_numpy()
+    assert len(e) == 120 and np.isfinite(e).all() and (e > 0).all()
+    assert e.sum() <= sim.summary["energy_total_j"] * (1 + 1e-9)
