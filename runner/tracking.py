@@ -135,6 +135,30 @@ def end_run(uri: str, run_id: str, status: str) -> None:
     _retry(_client(uri).set_terminated, run_id, status=status)
 
 
+def finish_parent(uri: str, run_id: str, metrics: dict, params: dict, tags: dict, files,
+                  status: str = "FINISHED") -> None:
+    """Log a parent run's own results (metrics, params, tags, files as artifacts) and end it with
+    ``status``; FAILED if logging raises, so it is never left RUNNING."""
+    from mlflow.entities import Metric, Param
+
+    client = _client(uri)
+    try:
+        now = int(time.time() * 1000)
+        for k, v in tags.items():
+            _retry(client.set_tag, run_id, k, str(v)[:5000])
+        _retry(client.log_batch, run_id,
+               metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+               params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()])
+        for f in files:
+            _retry(client.log_artifact, run_id, str(f))
+        _retry(client.set_terminated, run_id, status=status)
+    except BaseException:
+        try:
+            client.set_terminated(run_id, status="FAILED")
+        finally:
+            raise
+
+
 def finished_hashes(uri: str, exp_name: str) -> set[str]:
     """Config hashes of the FINISHED runs of an experiment (for resume)."""
     client = _client(uri)

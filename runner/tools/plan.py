@@ -616,28 +616,21 @@ def report(doc: dict, out_dir: Path, command: str, name: str = "plan") -> dict:
 
 
 def _log_parent(uri: str, exp_id: str, parent: str, doc: dict, paths: dict, status: str) -> None:
-    from mlflow.entities import Metric, Param
-
     from runner import tracking
     from runner.job import flatten
 
-    c = tracking.client(uri)
-    now = int(time.time() * 1000)
     f = doc.get("figures", {})
     metrics = {"des_runs": doc.get("des_runs", 0), "brute_force_runs": doc.get("brute_force_runs", 0),
                "candidates": doc.get("candidates", 0), "searched": doc.get("searched", 0),
                "wall_s": f.get("wall_s", 0.0), "cpu_s": f.get("cpu_s", 0.0)}
+    tags = {}
     top = next((r for r in doc.get("rows", []) if r.get("max_rps")), None)
     if top:
         metrics.update(best_max_rps=top["max_rps"], best_rps_per_gpu=top["rps_per_gpu"])
-        c.set_tag(parent, "plan.best", top["candidate"]["key"])
-    params = {f"plan.{k}": str(v)[:6000] for k, v in flatten(doc.get("plan", {})).items()}
-    c.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                params=[Param(k, v) for k, v in params.items()])
-    for p in paths.values():
-        if p is not None:
-            c.log_artifact(parent, str(p))
-    c.set_terminated(parent, status=status)
+        tags["plan.best"] = top["candidate"]["key"]
+    params = {f"plan.{k}": v for k, v in flatten(doc.get("plan", {})).items()}
+    tracking.finish_parent(uri, parent, metrics, params, tags,
+                           [p for p in paths.values() if p is not None], status=status)
 
 
 def main(argv: list[str] | None = None) -> int:
