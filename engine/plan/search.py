@@ -65,6 +65,20 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
         trials.append(t)
         return t.verdict == "pass"
 
+    def down(hi):
+        """From a failing ``hi``, step down (factor squared after each step) to the first pass:
+        the bracket (lo, hi), or (0, min(hi, min_rate)) when even ``min_rate`` fails."""
+        f = step
+        while True:
+            r = hi / f
+            if r < min_rate:
+                if hi > min_rate and p(min_rate):
+                    return min_rate, hi
+                return 0.0, min(hi, min_rate)
+            if p(r):
+                return r, hi
+            hi, f = r, f * f
+
     g = min(max(guess, min_rate), max_rate)
     lo, hi = 0.0, math.inf
     if p(g):
@@ -83,36 +97,18 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
                 hi = r
                 break
     else:
-        hi, f = g, step
-        while True:
-            r = hi / f
-            if r < min_rate:
-                if hi > min_rate and p(min_rate):
-                    lo = min_rate
-                    break
-                return SearchResult(0.0, min(hi, min_rate), "infeasible", trials)
-            if p(r):
-                lo = r
-                break
-            hi, f = r, f * f
+        lo, hi = down(g)
+        if lo == 0.0:
+            return SearchResult(0.0, hi, "infeasible", trials)
     while True:
         # a pass measured with fewer requests than the probe now needs is re-measured; if it
         # fails now, the bracket moves down from it
         while _stale(probe, trials, lo):
             if p(lo):
                 break
-            hi, f = lo, step
-            while True:
-                r = hi / f
-                if r < min_rate:
-                    if hi > min_rate and p(min_rate):
-                        lo = min_rate
-                        break
-                    return SearchResult(0.0, min(hi, min_rate), "infeasible", trials)
-                if p(r):
-                    lo = r
-                    break
-                hi, f = r, f * f
+            lo, hi = down(lo)
+            if lo == 0.0:
+                return SearchResult(0.0, hi, "infeasible", trials)
         if hi / lo <= 1.0 + precision:
             return SearchResult(lo, hi, "ok", trials)
         if stop_at_resolution and _by_point(trials, lo) and _by_point(trials, hi):
