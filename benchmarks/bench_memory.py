@@ -6,6 +6,9 @@ Figures (peak RSS of the whole child process, CPU-s of that process and of the s
   grid sweep      ``engine.analytical.sweep`` of a --points grid (batch 1..100 x prompt_len x HBM
                   bandwidth), Llama-3.1-8B on an H100: every metric column (its output frame is
                   most of the peak; printed)
+  grid, streamed  the same grid with ``out=DIR``: each chunk written as a parquet part, the
+                  process holds one chunk (the parts are read back to count the rows)
+  grid, 6 columns the same grid with ``columns=`` (TTFT, TPOT, throughput): the narrow result
   pareto sweep    ``engine.analytical.pareto.sweep`` of about --points points: DeepSeek-V3 on
                   72 x GB200 (the bench_pareto.py grid) with batches 1..N widened to reach it
 A child run with ``--checkout DIR`` imports another simllm checkout (PYTHONPATH): before/after.
@@ -30,7 +33,9 @@ def child(kind: str, points: int) -> None:
 
     from _measure import peak_rss_mb, rss_mb   # this script's folder (any checkout)
 
-    if kind == "grid":
+    if kind.startswith("grid"):
+        import tempfile
+
         from benchmarks.bench_analytical import specs
         from engine.analytical import sweep
 
@@ -38,11 +43,22 @@ def child(kind: str, points: int) -> None:
         k = max(1, round((points / 100) ** 0.5))
         axes = dict(batch_size=np.arange(1, 101), prompt_len=np.linspace(128, 32768, k).round(),
                     hbm_bandwidth_bytes_s=np.linspace(2e12, 8e12, k))
+        opts = {"grid_narrow": dict(columns=["ttft_ms", "tpot_ms", "throughput_tok_s"])}.get(kind, {})
+        tmp = tempfile.TemporaryDirectory() if kind == "grid_out" else None
+        if tmp:
+            opts["out"] = os.path.join(tmp.name, "grid")
         base = rss_mb()
         c0 = time.process_time()
-        df = sweep(s, **axes)
+        df = sweep(s, **axes, **opts)
         cpu = time.process_time() - c0
-        out = {"points": df.height, "columns": df.width, "output_mb": df.estimated_size() / 1e6}
+        if tmp:
+            import polars as pl
+
+            size = sum(f.stat().st_size for f in Path(opts["out"]).iterdir())
+            out = {"points": df.select(pl.len()).collect().item(), "columns": len(df.collect_schema()),
+                   "output_mb": 0.0, "parquet_mb": size / 1e6}
+        else:
+            out = {"points": df.height, "columns": df.width, "output_mb": df.estimated_size() / 1e6}
     else:
         from benchmarks.bench_pareto import CHUNKS, specs_for
         from engine.analytical import pareto
@@ -74,17 +90,19 @@ def main():
     env = dict(os.environ)
     if args.checkout:
         env["PYTHONPATH"] = env["SIMLLM_CHECKOUT"] = str(Path(args.checkout).resolve())
-    for kind in ("grid", "pareto"):
+    for kind in ("grid", "grid_out", "grid_narrow", "pareto"):
         runs = []
         for _ in range(bench.reps):
             r = run_child([sys.executable, str(HERE), "--child", kind, str(args.points)], env=env)
             doc = json.loads(next(line for line in r["stdout"].splitlines() if line.startswith("RESULT "))[7:])
             runs.append((r, doc))
         doc = runs[-1][1]
-        row = bench.record(f"{kind} sweep, {doc['points']:,} points (process)", [r["cpu_s"] for r, _ in runs],
+        label = {"grid": "grid sweep", "grid_out": "grid sweep to parquet parts (out=)",
+                 "grid_narrow": "grid sweep, 3 metric columns", "pareto": "pareto sweep"}[kind]
+        row = bench.record(f"{label}, {doc['points']:,} points (process)", [r["cpu_s"] for r, _ in runs],
                            [r["wall_s"] for r, _ in runs], max(r["peak_mb"] for r, _ in runs),
                            n=doc["points"], unit="points", kind="process", **doc)
-        print(f"{kind}: {doc['points']:,} points, peak RSS {row['peak_mb']:.0f} MB (output frame "
+        print(f"{label}: {doc['points']:,} points, peak RSS {row['peak_mb']:.0f} MB (output frame "
               f"{doc['output_mb']:.0f} MB, process before the sweep {doc['rss_before_mb']:.0f} MB), "
               f"sweep call {min(d['sweep_cpu_s'] for _, d in runs):.2f} CPU-s", flush=True)
     bench.finish()

@@ -1,10 +1,12 @@
 """Analytical (first-principles roofline) engine.
 
 ``run(specs) -> RunResult`` for one configuration; ``sweep(specs, **axes) -> polars.DataFrame`` for
-the cartesian product of grid axes, evaluated in one vectorised pass.
+the cartesian product of grid axes, evaluated in vectorised chunks (``columns=`` narrows the
+result, ``out=DIR`` streams it to parquet parts and returns a LazyFrame; ``sweep_chunks`` yields
+the chunks).
 """
 
 from engine.analytical.pipeline import GRID_AXES, evaluate
-from engine.analytical.run import run, sweep
+from engine.analytical.run import run, sweep, sweep_chunks
 
-__all__ = ["run", "sweep", "evaluate", "GRID_AXES"]
+__all__ = ["run", "sweep", "sweep_chunks", "evaluate", "GRID_AXES"]

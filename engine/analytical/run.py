@@ -245,14 +245,15 @@ def run(specs: Specs) -> RunResult:
     return RunResult(summary=_summary(point, specs), table=table, assumptions=assumptions(specs))
 
 
-def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, **axes) -> pl.DataFrame:
-    """Evaluate the cartesian product of ``axes`` (each a list/array of values) with numpy,
-    ``points_per_pass`` grid points at a time (``evaluate`` holds ~1.1 KB of arrays a point while
-    it runs: the chunks bound that; every point is an elementwise function of its own axes, so
-    the numbers do not depend on the chunking).
+def sweep_chunks(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS,
+                 columns=None, **axes):
+    """Yield the grid of ``sweep`` as polars frames of at most ``points_per_pass`` rows each, in
+    grid order (row-major over the axes as given).
 
-    Axes not given keep the specs' values. Returns one row per grid point (in grid order) with
-    the axis values and every metric of ``evaluate``.
+    ``evaluate`` holds ~1.1 KB of arrays per point while it runs; a chunk bounds that working set.
+    Every point is an elementwise function of its own axis values, so no number depends on the
+    chunking. ``columns`` (names of ``evaluate``'s outputs) keeps only those columns besides the
+    swept axes; an unknown name raises ValueError naming it and the valid ones.
     """
     names = [a for a in axes if a in GRID_AXES]
     extra = {k: v for k, v in axes.items() if k not in GRID_AXES}
@@ -260,16 +261,69 @@ def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, **axes) -
     shape = tuple(v.size for v in values)
     total = int(np.prod(shape)) if values else 1
     step = max(1, int(points_per_pass))
-    frames = []
+    keep = None
     for lo in range(0, total, step):
         # the grid points lo .. lo+step of the row-major ("ij") mesh, without building the mesh
         idx = np.unravel_index(np.arange(lo, min(lo + step, total)), shape) if values else ()
         flat = {n: v[i] for n, v, i in zip(names, values, idx)}
         res = evaluate(specs, **flat, **extra)
+        if keep is None:
+            keep = list(res) if columns is None else _sweep_columns(res, names, columns)
         n = max((np.asarray(v).size for v in res.values()), default=1)
-        frames.append(pl.DataFrame({k: np.broadcast_to(np.asarray(v), (n,)) for k, v in res.items()}))
+        yield pl.DataFrame({k: np.broadcast_to(np.asarray(res[k]), (n,)) for k in keep})
         del res
-    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
-__all__ = ["run", "sweep", "run_pareto"]
+def _sweep_columns(res: dict, names: list, columns) -> list:
+    """The output columns of a narrowed sweep: the swept axes, then ``columns`` in ``res`` order."""
+    want = [columns] if isinstance(columns, str) else list(columns)
+    bad = [c for c in want if c not in res]
+    if bad:
+        raise ValueError(f"sweep: columns={bad!r} are not outputs of the analytical engine; "
+                         f"expected some of {sorted(res)}")
+    return [k for k in res if k in names or k in want]
+
+
+def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, columns=None, out=None,
+          **axes):
+    """Evaluate the cartesian product of ``axes`` (each a list/array of values) with numpy,
+    ``points_per_pass`` grid points at a time (``sweep_chunks``).
+
+    Axes not given keep the specs' values. Returns one row per grid point (in grid order) with
+    the axis values and every metric of ``evaluate`` (only the swept axes and ``columns`` when
+    ``columns`` is given).
+
+    Memory: the working set is one chunk (~1.1 KB a point of 16,384); the result is ~8 bytes per
+    row and column (58 columns: 464 MB for 10^6 points). For grids that should not be held in
+    memory, ``out=DIR`` writes each chunk as ``DIR/part-NNNNNN.parquet`` (parts in grid order)
+    and returns ``polars.scan_parquet`` of them, a LazyFrame with the same rows: the process holds
+    one chunk at a time. The parts are written into ``DIR.partial`` and renamed to ``DIR`` when
+    the last one is written, so an interrupted sweep leaves no ``DIR`` behind; an existing
+    ``DIR`` is refused (ValueError) rather than mixed with.
+    """
+    chunks = sweep_chunks(specs, points_per_pass, columns, **axes)
+    if out is None:
+        frames = list(chunks)
+        return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+    import os
+    import shutil
+    from pathlib import Path
+
+    out = Path(out)
+    if out.exists():
+        raise ValueError(f"sweep: out={str(out)!r} exists; expected a new directory for the parquet parts")
+    part = out.with_name(out.name + ".partial")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    try:
+        for i, frame in enumerate(chunks):
+            frame.write_parquet(part / f"part-{i:06d}.parquet")
+            del frame
+        os.replace(part, out)
+    except BaseException:
+        shutil.rmtree(part, ignore_errors=True)
+        raise
+    return pl.scan_parquet(out / "part-*.parquet")
+
+
+__all__ = ["run", "sweep", "sweep_chunks", "run_pareto"]
