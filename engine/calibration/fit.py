@@ -45,9 +45,13 @@ import numpy as np
 
 from engine.calibration.measurements import Measurement, itl_quantiles_ms, request_stream
 from engine.calibration.solve import confidence, fd_jacobian, least_squares_fit
+from engine.errors import SpecError
 from engine.spec import NoiseSpec, Specs
 
 STAGE1 = ("compute_efficiency", "memory_bandwidth_efficiency", "step_overhead_s")
+#: The optional fourth stage-1 parameter (``calibrate(request_overhead=...)``): a constant per
+#: request (client, HTTP, tokenisation, admission) that delays the first token and nothing else.
+REQUEST_OVERHEAD = "per_request_overhead_s"
 STAGE2 = ("jitter_sigma", "jump_rate_per_s", "jump_mean_s")
 PARAMS = STAGE1 + STAGE2
 #: Percentiles compared in the error table: (metric, percentile).
@@ -56,13 +60,15 @@ _SUMMARY_Q = {50.0: "p50", 90.0: "p90", 99.0: "p99", 99.9: "p99_9"}
 #: (low, high) of each parameter (the optimiser works on logs except the overhead, in ms).
 BOUNDS = {"compute_efficiency": (0.02, 1.0), "memory_bandwidth_efficiency": (0.02, 1.0),
           "step_overhead_s": (0.0, 0.1), "jitter_sigma": (1e-3, 1.0),
-          "jump_rate_per_s": (1e-3, 1e3), "jump_mean_s": (1e-5, 10.0)}
+          "jump_rate_per_s": (1e-3, 1e3), "jump_mean_s": (1e-5, 10.0),
+          REQUEST_OVERHEAD: (0.0, 1.0)}
 #: 95 % half-range (in the optimiser's coordinates) beyond which a parameter counts as not pinned
 #: by the data: efficiencies +-0.2 in log (about +-20 %), the step overhead +-20 % of its value
 #: or 50 us if more (stage 1, coordinate in ms); the tail terms +-0.5 in log (a factor 1.6 either
 #: way: tails are sampled from few events).
 def _PIN1(u):
-    return np.array([0.2, 0.2, max(0.2 * abs(u[2]), 0.05)])
+    """(the per-request overhead, when fitted, as the step overhead: +-20 % or 50 us)"""
+    return np.array([0.2, 0.2] + [max(0.2 * abs(v), 0.05) for v in u[2:]])
 
 
 _PIN2 = np.array([0.5, 0.5, 0.5])
@@ -71,6 +77,7 @@ SYMPTOMS = {
     "compute_efficiency": "p50 TTFT high -> compute efficiency",
     "memory_bandwidth_efficiency": "p50 TPOT high -> bandwidth efficiency",
     "step_overhead_s": "TTFT and TPOT high by a constant -> per-step overhead",
+    REQUEST_OVERHEAD: "TTFT high by a constant, decode steps not -> per-request overhead",
     "jitter_sigma": "p90 spread of ITL/TTFT -> jitter sigma",
     "jump_rate_per_s": "sporadic p99 spikes -> jump rate",
     "jump_mean_s": "size of p99/p99.9 spikes -> jump size",
@@ -87,13 +94,15 @@ def params_of(specs: Specs) -> dict:
 
 
 def with_params(specs: Specs, p: dict, noise: bool = True) -> Specs:
-    """``specs`` with the calibration's parameters replaced by ``p`` (noise off if not ``noise``)."""
+    """``specs`` with the calibration's parameters replaced by ``p`` (noise off if not ``noise``;
+    the per-request overhead only when ``p`` has it, i.e. when it is fitted)."""
     c = specs.calibration
     n = replace(c.noise, jitter_sigma=p["jitter_sigma"], jump_rate_per_s=p["jump_rate_per_s"],
                 jump_mean_s=p["jump_mean_s"]) if noise else NoiseSpec(jump_dist=c.noise.jump_dist)
+    extra = {REQUEST_OVERHEAD: float(p[REQUEST_OVERHEAD])} if REQUEST_OVERHEAD in p else {}
     cal = replace(c, compute_efficiency=float(p["compute_efficiency"]),
                   memory_bandwidth_efficiency=float(p["memory_bandwidth_efficiency"]),
-                  step_overhead_s=float(p["step_overhead_s"]), noise=n)
+                  step_overhead_s=float(p["step_overhead_s"]), noise=n, **extra)
     return replace(specs, calibration=cal)
 
 
@@ -111,11 +120,27 @@ class Problem:
         self.meas_tpot = t["tpot_ms"].fill_null(np.nan).to_numpy()[order].astype(float)
         self.targets = {k: m.quantile(k[0], k[1]) for k in TARGETS}
         self.calls = 0
+        #: each request's median inter-token gap [ms] (stream order; NaN where unknown), when the
+        #: measurement has per-request gaps for at least 5 requests; else None
+        itl50 = None if m.itl_p50_ms is None else np.asarray(m.itl_p50_ms, float)[order]
+        ok = None if itl50 is None else np.isfinite(itl50) & (itl50 > 0)
+        self.meas_itl50 = itl50 if ok is not None and ok.sum() >= 5 else None
+        self._des_tt = replace(des, token_times=True) if self.meas_itl50 is not None else None
 
-    def simulate(self, p: dict, noise: bool = True):
-        """SimResult of the measured stream under parameters ``p``."""
+    def simulate(self, p: dict, noise: bool = True, token_times: bool = False):
+        """SimResult of the measured stream under parameters ``p`` (with per-token times if
+        ``token_times`` and the measurement has per-request gaps)."""
         self.calls += 1
-        return self._simulate(with_params(self.specs, p, noise), self.des, stream=self.stream)
+        des = self._des_tt if token_times and self._des_tt is not None else self.des
+        return self._simulate(with_params(self.specs, p, noise), des, stream=self.stream)
+
+    @staticmethod
+    def sim_itl50(sim) -> np.ndarray:
+        """Each simulated request's median inter-token gap [ms] (a run with token times)."""
+        import polars as pl
+
+        return sim.result.table.select(pl.col("itl_ms").list.median()).to_series() \
+            .fill_null(np.nan).to_numpy().astype(float)
 
     def quantiles(self, sim, keys=None) -> dict:
         """{(metric, percentile): value} of a SimResult (ITL from the DES's ITL histogram)."""
@@ -146,14 +171,30 @@ class Problem:
 
 
 # ------------------------------------------------------------------------------ stage 1
-def _enc1(p):
-    return np.array([np.log(p["compute_efficiency"]), np.log(p["memory_bandwidth_efficiency"]),
-                     p["step_overhead_s"] * 1e3])
+def _enc1(p, request_overhead: bool = False):
+    """Stage-1 coordinates: log efficiencies, the step overhead in ms (and, when fitted, the
+    per-request overhead in ms)."""
+    u = [np.log(p["compute_efficiency"]), np.log(p["memory_bandwidth_efficiency"]), p["step_overhead_s"] * 1e3]
+    return np.array(u + ([p.get(REQUEST_OVERHEAD, 0.0) * 1e3] if request_overhead else []))
 
 
 def _dec1(u, p):
-    return {**p, "compute_efficiency": float(np.exp(u[0])),
-            "memory_bandwidth_efficiency": float(np.exp(u[1])), "step_overhead_s": float(u[2] * 1e-3)}
+    out = {**p, "compute_efficiency": float(np.exp(u[0])),
+           "memory_bandwidth_efficiency": float(np.exp(u[1])), "step_overhead_s": float(u[2] * 1e-3)}
+    if len(u) > 3:
+        out[REQUEST_OVERHEAD] = float(u[3] * 1e-3)
+    return out
+
+
+def _box1(request_overhead: bool = False):
+    """(lo, hi) of the stage-1 coordinates."""
+    lo = [np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
+          BOUNDS["step_overhead_s"][0] * 1e3]
+    hi = [0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3]
+    if request_overhead:
+        lo.append(BOUNDS[REQUEST_OVERHEAD][0] * 1e3)
+        hi.append(BOUNDS[REQUEST_OVERHEAD][1] * 1e3)
+    return np.array(lo), np.array(hi)
 
 
 #: Prompt-length bins of the binned-median stage 1 (quartiles of the measured prompts).
@@ -244,42 +285,69 @@ def stage1_medians(prob: Problem, p0: dict, noise: bool = False, max_nfev: int =
 
 
 def stage1(prob: Problem, p0: dict, noise: bool = False, max_nfev: int = 60,
-           diff_step: float | None = None) -> tuple[dict, object]:
-    """Fit STAGE1 parameters from ``p0`` (the tail parameters held; on only if ``noise``).
+           diff_step: float | None = None, request_overhead: bool = False) -> tuple[dict, object]:
+    """Fit STAGE1 parameters from ``p0`` (the tail parameters held; on only if ``noise``), and
+    the per-request overhead too if ``request_overhead``.
 
-    With the tail off (the first round) and measured ITLs, the decode side is fitted to the ITL
-    p50 instead of TPOT: jitter is median-preserving and jumps touch a few per cent of the
-    iterations, so the median ITL is the regular step time while TPOT carries the jumps' mean
-    (lambda J) that the tail will add back in stage 2."""
+    Residuals: per request, log(simulated / measured) TTFT; per request, the decode side (below);
+    and the log p50 ratios of TTFT and of the decode side weighted by sqrt(N).
+
+    Decode side with per-request gaps (``Problem.meas_itl50``: the file has each request's
+    ITLs): each request's median ITL against the simulated request's median ITL (a run with
+    token times), in every round. At one user a request's decode step is
+    overhead + (weights + KV(context)) / (bandwidth x efficiency): the steps of requests of
+    different context lengths give the slope KV / (bandwidth x efficiency) and hence the
+    bandwidth efficiency apart from the constant step overhead; one global ITL p50 gives only
+    their sum. The median is the regular step (jitter is median-preserving, jumps touch a few per
+    cent of the steps), so the tail does not bias it. TTFT holds, at one user, the per-request
+    overhead + the step overhead + the prefill (slope in prompt length: compute efficiency), so
+    once the decode steps pin the step overhead, TTFT's remaining constant is the per-request
+    overhead (``request_overhead``: client, HTTP and tokenisation time, which otherwise biases
+    the step overhead; measured 0.1-0.3 ms of TTFT lateness moved it by +0.3-2 ms).
+
+    Without per-request gaps: with the tail off (the first round) and measured ITLs, the decode
+    side is the ITL p50 (the regular step: jitter is median-preserving and jumps touch a few
+    per cent of the iterations, so the median ITL is the regular step time while TPOT carries
+    the jumps' mean lambda J that the tail will add back in stage 2); else per-request TPOT and
+    the TPOT p50."""
     ok_ttft = np.isfinite(prob.meas_ttft) & (prob.meas_ttft > 0)
     ok_tpot = np.isfinite(prob.meas_tpot) & (prob.meas_tpot > 0)
     w = np.sqrt(ok_ttft.sum())
     itl50 = prob.target(("itl_ms", 50.0))
     use_itl = not noise and np.isfinite(itl50) and itl50 > 0
+    per_req = prob.meas_itl50 is not None
     p50 = (prob.target(("ttft_ms", 50.0)), itl50 if use_itl else prob.target(("tpot_ms", 50.0)))
-    if use_itl:
-        ok_tpot = np.zeros_like(ok_tpot)
+    if per_req:
+        ok_tpot = np.isfinite(prob.meas_itl50) & (prob.meas_itl50 > 0)
+        meas_dec = prob.meas_itl50
+    else:
+        meas_dec = prob.meas_tpot
+        if use_itl:
+            ok_tpot = np.zeros_like(ok_tpot)
 
     def resid(u):
-        sim = prob.simulate(_dec1(u, p0), noise)
+        sim = prob.simulate(_dec1(u, p0), noise, token_times=per_req)
         t = sim.result.table
         st = t["ttft_ms"].to_numpy().astype(float)
-        sp = t["tpot_ms"].to_numpy().astype(float)
+        sp = prob.sim_itl50(sim) if per_req else t["tpot_ms"].to_numpy().astype(float)
         a = np.log(np.where(ok_ttft & (st > 0), st, 1.0) / np.where(ok_ttft, prob.meas_ttft, 1.0))
-        b = np.log(np.where(ok_tpot & (sp > 0), sp, 1.0) / np.where(ok_tpot, prob.meas_tpot, 1.0))
+        b = np.log(np.where(ok_tpot & (sp > 0), sp, 1.0) / np.where(ok_tpot, meas_dec, 1.0))
         dec = itl_quantiles_ms(sim.state, [50.0])[0] if use_itl else sim.result.summary["tpot_ms_p50"]
         c = [w * np.log(sim.result.summary["ttft_ms_p50"] / p50[0]), w * np.log(dec / p50[1])]
         out = np.concatenate([a[ok_ttft], b[ok_tpot], c])
         return np.nan_to_num(out, nan=5.0, posinf=5.0, neginf=-5.0)
 
-    lo = np.array([np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
-                   BOUNDS["step_overhead_s"][0] * 1e3])
-    hi = np.array([0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3])
-    u0 = np.clip(_enc1(p0), lo + 1e-9, hi - 1e-9)
+    lo, hi = _box1(request_overhead)
+    u0 = np.clip(_enc1(p0, request_overhead), lo + 1e-9, hi - 1e-9)
     if diff_step is None:
-        diff_step = 0.02 if use_itl else 1e-3
-    fit = least_squares_fit(resid, STAGE1, lo, hi, u0, loss="soft_l1", f_scale=0.05,
-                            diff_step=diff_step, x_scale=np.array([0.1, 0.1, 0.5]),
+        # per-request gaps: steps of 0.2 % (the per-request medians are smooth in the parameters;
+        # forward differences of 2 % misjudge the narrow valley between bandwidth efficiency and
+        # step overhead: from the spec sheet, exact data of 80 requests stopped at 0.75 / 3.5 ms
+        # for 0.6 / 2 ms, where 0.1-0.5 % steps land on the hidden point)
+        diff_step = 2e-3 if per_req else (0.02 if use_itl else 1e-3)
+    names = STAGE1 + ((REQUEST_OVERHEAD,) if request_overhead else ())
+    fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.05,
+                            diff_step=diff_step, x_scale=np.array([0.1, 0.1, 0.5, 0.5][:len(names)]),
                             max_nfev=max_nfev, max_halfwidth=_PIN1)
     return _dec1(fit.x, p0), fit
 
@@ -433,7 +501,7 @@ def diagnose(prob: Problem, fitted: dict, start: dict, errors_after: dict) -> li
     """Which symptom each parameter explains, from the fit: for each parameter, the error of
     every target when that parameter alone goes back to its start value (the others fitted)."""
     rows = []
-    for k in PARAMS:
+    for k in PARAMS + ((REQUEST_OVERHEAD,) if REQUEST_OVERHEAD in fitted else ()):
         if np.isclose(fitted[k], start[k]):
             continue
         e = prob.errors(prob.simulate({**fitted, k: start[k]}))
@@ -458,21 +526,36 @@ def diagnose(prob: Problem, fitted: dict, start: dict, errors_after: dict) -> li
 
 
 def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, rounds: int = 2,
-              max_nfev: int = 60) -> FitResult:
+              max_nfev: int = 60, request_overhead: str | bool = "auto") -> FitResult:
     """Two-stage fit of ``PARAMS`` to measurement ``m`` on the deployment (specs, des), starting
-    from ``start`` (default: the parameters in ``specs``)."""
+    from ``start`` (default: the parameters in ``specs``).
+
+    ``request_overhead``: also fit the per-request overhead (``REQUEST_OVERHEAD``, a fourth
+    stage-1 parameter) - True, False, or "auto": when the measurement has each request's ITLs
+    (``stage1``: the decode steps then pin the step overhead, and the constant left in TTFT is
+    the per-request one). Not fitted, it stays at the deployment's value and is not reported."""
     prob = Problem(specs, des, m)
     p0 = dict(start or params_of(specs))
+    itl50 = prob.target(("itl_ms", 50.0))
+    medians = not (np.isfinite(itl50) and itl50 > 0)
+    if request_overhead == "auto":
+        request_overhead = prob.meas_itl50 is not None and not medians
+    elif request_overhead not in (True, False):
+        raise SpecError("request_overhead", request_overhead, "auto, True or False")
+    if request_overhead and medians:
+        raise SpecError("request_overhead", request_overhead, "False on data without ITLs "
+                        "(the binned-median fit cannot tell it from the step overhead)")
+    if request_overhead:
+        p0.setdefault(REQUEST_OVERHEAD, specs.calibration.per_request_overhead_s)
     before = prob.errors(prob.simulate(p0))
     p = dict(p0)
     history, after1 = [], None
-    itl50 = prob.target(("itl_ms", 50.0))
-    medians = not (np.isfinite(itl50) and itl50 > 0)
     for r in range(rounds):
         if medians:   # no ITL column: binned p50s (stage1_medians), tail held at zero in round 0
             p, s1 = stage1_medians(prob, p, noise=r > 0, max_nfev=max(max_nfev, 80))
         else:
-            p, s1 = stage1(prob, p, noise=r > 0, max_nfev=max_nfev)
+            p, s1 = stage1(prob, p, noise=r > 0, max_nfev=max_nfev,
+                           request_overhead=bool(request_overhead))
         e1 = prob.errors(prob.simulate(p, noise=r > 0))
         after1 = after1 or prob.errors(prob.simulate(p, noise=False))
         history.append({"round": r, "stage": 1, **p, "cost": float(s1.cost)})
@@ -493,9 +576,9 @@ def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, roun
 
 
 def _decode(name: str, u: float) -> float:
-    """A stage's coordinate back to the parameter: the step overhead is in ms, the rest in log."""
-    return float(u) * 1e-3 if name == "step_overhead_s" else float(np.exp(u))
+    """A stage's coordinate back to the parameter: the overheads are in ms, the rest in log."""
+    return float(u) * 1e-3 if name in ("step_overhead_s", REQUEST_OVERHEAD) else float(np.exp(u))
 
 
 __all__ = ["calibrate", "stage1", "stage2", "Problem", "FitResult", "with_params", "params_of",
-           "PARAMS", "STAGE1", "STAGE2", "TARGETS", "SYMPTOMS"]
+           "PARAMS", "STAGE1", "STAGE2", "TARGETS", "SYMPTOMS", "REQUEST_OVERHEAD"]

@@ -25,6 +25,9 @@ csv        a plain table: ``request_id, input_len, output_len, ttft_ms, tpot_ms`
 
 The table: request_id, input_len, output_len, arrival_s (null when unknown), ttft_ms, tpot_ms,
 e2e_ms (null when unknown). TPOT = (last token - first token) / (output - 1), as simllm defines it.
+Where the file has each request's inter-token gaps (vllm ``itls``, genai-perf response times, a
+CSV ``itl_ms`` column, a simulation with token times), ``Measurement.itl_p50_ms`` holds each
+request's median gap (its regular decode step: robust to the few stalled steps), per table row.
 A malformed file raises MeasurementError naming the file, the record and the field.
 """
 
@@ -71,6 +74,9 @@ class Measurement:
     notes: list = field(default_factory=list)
     itl_cdf: tuple | None = None         # (log10 ms at bin edges, CDF there) when ITLs are binned
     itl_count: float = 0.0                # ITLs behind itl_cdf
+    #: per table row: the median of that request's inter-token gaps [ms] (NaN where the request
+    #: has none), or None when the file has no per-request gaps (see ``median_gaps_ms``)
+    itl_p50_ms: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.table.height
@@ -120,6 +126,14 @@ def _table(rows: list[dict]) -> pl.DataFrame:
     schema = {"request_id": pl.Int64, "input_len": pl.Int64, "output_len": pl.Int64,
               "arrival_s": pl.Float64, "ttft_ms": pl.Float64, "tpot_ms": pl.Float64, "e2e_ms": pl.Float64}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def median_gaps_ms(gaps: list) -> np.ndarray | None:
+    """Per request, the median of its inter-token gaps [ms] (NaN for a request without gaps), or
+    None when no request has any (the file carries no per-request gaps)."""
+    if not gaps or not any(len(g) for g in gaps):
+        return None
+    return np.array([float(np.median(g)) if len(g) else np.nan for g in gaps], dtype=np.float64)
 
 
 def _tpot(first, last, out):
@@ -179,10 +193,19 @@ def read_vllm(path) -> Measurement:
         wl.update(arrival="poisson" if b == 1.0 else "gamma", rate_rps=r, arrival_cv=1.0 / math.sqrt(b))
         if conc:
             notes.append(f"max_concurrency={conc} also capped the open loop; not re-simulated")
-    if starts:
+    if starts and wl["arrival"] != "closed_loop":
         wl["arrival"] = "trace"
+    elif starts:
+        # a closed loop stays one: its arrivals depend on the service times, so replaying the
+        # recorded send times as an open trace would queue (or idle) the re-simulated requests
+        # as soon as a fit tries slower (or faster) parameters than the measured ones
+        notes.append("closed loop replayed as a closed loop (recorded send times not used)")
+        obs = doc.get("simllm_observe")
+        think = ((obs or {}).get("workload") or {}).get("think_time_s") if isinstance(obs, dict) else None
+        if isinstance(think, (int, float)) and think > 0:   # simllm-observe: wall s / time scale
+            wl["think_time_s"] = float(think) / float(obs.get("time_scale") or 1.0)
     return Measurement(table, wl, np.concatenate(itls) if itls else None, str(path), "vllm",
-                       sha256_of(path), notes)
+                       sha256_of(path), notes, itl_p50_ms=median_gaps_ms(itls))
 
 
 # ------------------------------------------------------------------------------ genai-perf
@@ -248,7 +271,7 @@ def read_genai_perf(path, input_len: int | None = None, experiment: int = 0) -> 
     else:
         raise MeasurementError(path, None, "experiment.mode", mode, "concurrency or request_rate")
     return Measurement(_table(rows), wl, np.concatenate(itls) if itls else None, str(path),
-                       "genai_perf", sha256_of(path), notes)
+                       "genai_perf", sha256_of(path), notes, itl_p50_ms=median_gaps_ms(itls))
 
 
 # -------------------------------------------------------------------------------- GuideLLM
@@ -356,6 +379,8 @@ def read_csv(path, workload: dict | None = None) -> Measurement:
                 except ValueError:
                     raise MeasurementError(path, f"{line} (line)", "itl_ms", rec["itl_ms"],
                                            "';'-separated numbers [ms]") from None
+            elif "itl_ms" in cols:
+                itls.append(np.zeros(0))      # keeps itls row-aligned with the table
     table = _table(rows)
     if arr_col and table.height:
         table = table.with_columns(pl.col("arrival_s") - pl.col("arrival_s").min())
@@ -363,7 +388,7 @@ def read_csv(path, workload: dict | None = None) -> Measurement:
     wl.setdefault("arrival", "trace" if arr_col else "batch")
     notes = [] if arr_col or workload else ["no arrival column and no workload given: all at t = 0"]
     return Measurement(table, wl, np.concatenate(itls) if itls else None, str(path), "csv",
-                       sha256_of(path), notes)
+                       sha256_of(path), notes, itl_p50_ms=median_gaps_ms(itls))
 
 
 # ---------------------------------------------------------------------------------- common
@@ -436,6 +461,7 @@ def request_stream(m: Measurement, seed: int = 0):
         arrival, prompt, output = arrival[order], prompt[order], output[order]
     return RequestStream(arrival_s=arrival, prompt=prompt, output=output,
                          priority=np.ones(n, dtype=np.int8), users=users,
+                         think_time_s=float(wl.get("think_time_s", 0.0)) if users else 0.0,
                          source=f"measurement {Path(m.path).name}"), order
 
 
@@ -469,7 +495,8 @@ def itl_quantiles_ms(state, qs) -> list:
 
 def from_simulation(sim, workload: dict, path: str = "<simulated>") -> Measurement:
     """A Measurement made from a DES SimResult (the round-trip test's 'measurement'): the
-    completed requests, and the ITL distribution as the DES's histogram (``itl_cdf``)."""
+    completed requests, and the ITL distribution as the DES's histogram (``itl_cdf``); with the
+    DES's token times (``engine.des.token_times``) also each request's median gap (``itl_p50_ms``)."""
     table = sim.result.table
     done = table.filter(pl.col("completion_s").is_not_nan() & pl.col("completion_s").is_not_null())
     t = pl.DataFrame({
@@ -477,9 +504,11 @@ def from_simulation(sim, workload: dict, path: str = "<simulated>") -> Measureme
         "output_len": done["output_len"], "arrival_s": done["arrival_s"],
         "ttft_ms": done["ttft_ms"], "tpot_ms": done["tpot_ms"], "e2e_ms": done["e2e_ms"]})
     cdf, total = itl_histogram_cdf(sim.state)
+    per_request = median_gaps_ms(done["itl_ms"].to_list()) if "itl_ms" in done.columns else None
     return Measurement(t, dict(workload), None, path, "simulation", "", ["made from a simulation"],
-                       itl_cdf=cdf, itl_count=total)
+                       itl_cdf=cdf, itl_count=total, itl_p50_ms=per_request)
 
 
 __all__ = ["Measurement", "MeasurementError", "read_measurement", "read_vllm", "read_genai_perf",
-           "read_guidellm", "read_csv", "detect_format", "request_stream", "from_simulation", "FORMATS"]
+           "read_guidellm", "read_csv", "detect_format", "request_stream", "from_simulation", "FORMATS",
+           "median_gaps_ms"]
