@@ -71,11 +71,160 @@ def cache_config_files() -> None:
             hit = _cache.get(key)
             if hit is None or hit[0] != stamp:
                 hit = _cache[key] = (stamp, _orig(self, config_path))
+            if _files and _LOADED is not None:   # a compose being memoised: remember the file
+                _LOADED.append((full, stamp))
             res = hit[1]
             return dataclasses.replace(res, config=copy.deepcopy(res.config), header=dict(res.header))
 
         load_config._simllm_cached = True
         cls.load_config = load_config
+
+
+#: (path, (mtime, size)) of each config file read while a compose is being memoised (else None).
+_LOADED: list | None = None
+
+
+def _file_stamp(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def memoize_compose() -> None:
+    """Compose each distinct selection of config-group options once per process; a job that
+    differs only in values (``partition.tp=4``, ``hardware.hbm_bandwidth=5TB/s``) starts from a
+    deep copy of that composition, and Hydra's own code applies its value overrides and fills
+    ``hydra.*`` (overrides, choices, override_dirname, ...) exactly as for a fresh compose.
+
+    Hydra's basic sweeper composes every job twice (validate, then launch) and a compose of
+    simllm's config (~470 keys of generated schemas merged from ~30 sources) costs ~75 ms where a
+    deep copy of the result costs ~5 ms. What is memoised are the two steps that depend only on
+    the group selection: the defaults list (``create_defaults_list``, called with the group
+    overrides alone; the value overrides, classified as Hydra's ``Overrides`` classifies them --
+    not a config group, or a dict value -- are handed back as its ``config_overrides`` in their
+    order) and the merge of that defaults list (``_compose_config_from_defaults_list``).
+    A memoised entry is used only while the config search path, the ConfigStore (every
+    ``store`` call counts) and the stamps (mtime, size) of the config files it read are
+    unchanged; sweep overrides and anything that fails take Hydra's own path. Idempotent.
+    """
+    import hydra._internal.config_loader_impl as cli
+
+    if getattr(cli.create_defaults_list, "_simllm", False):
+        return
+    orig_defaults = cli.create_defaults_list
+    orig_compose = cli.ConfigLoaderImpl._compose_config_from_defaults_list
+    store_generation = [0]
+    orig_store = ConfigStore.store
+
+    def store(self, *args, **kwargs):
+        store_generation[0] += 1
+        return orig_store(self, *args, **kwargs)
+
+    ConfigStore.store = store
+    entries: dict = {}     # key -> [DefaultsList, file stamps, composed config or None]
+    by_defaults: dict = {}  # id(DefaultsList.defaults) -> entry
+
+    def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
+        global _LOADED
+        try:
+            if any(o.is_sweep_override() or o.input_line is None for o in overrides_list):
+                raise LookupError
+            values = [o for o in overrides_list
+                      if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
+            groups = [o for o in overrides_list if not any(o is v for v in values)]
+            key = (tuple((type(s).__name__, s.provider, s.path) for s in repo.get_sources()),
+                   config_name, tuple(o.input_line for o in groups), prepend_hydra, skip_missing,
+                   store_generation[0])
+        except Exception:  # noqa: BLE001 - Hydra's own path raises its own error
+            return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        entry = entries.get(key)
+        if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
+            return dataclasses.replace(entry[0], config_overrides=values)
+        _LOADED = loaded = []
+        try:
+            dl = orig_defaults(repo, config_name, groups, prepend_hydra, skip_missing)
+        finally:
+            _LOADED = None
+        if dl.config_overrides:   # cannot happen (every value override was taken out): no memo
+            return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        old = entries.pop(key, None)
+        if old is not None:
+            by_defaults.pop(id(old[0].defaults), None)
+        entries[key] = entry = [dl, loaded, None]
+        by_defaults[id(dl.defaults)] = entry
+        return dataclasses.replace(dl, config_overrides=values)
+
+    def compose_config_from_defaults_list(self, defaults, repo):
+        entry = by_defaults.get(id(defaults))
+        if entry is None or entry[0].defaults is not defaults:
+            return orig_compose(self, defaults, repo)
+        if entry[2] is None:
+            cfg = orig_compose(self, defaults, repo)
+            entry[2] = copy.deepcopy(cfg)
+            return cfg
+        return copy.deepcopy(entry[2])
+
+    create_defaults_list._simllm = True
+    create_defaults_list._hydra = orig_defaults            # Hydra's own (tests compare with it)
+    compose_config_from_defaults_list._hydra = orig_compose
+    cli.create_defaults_list = create_defaults_list
+    cli.ConfigLoaderImpl._compose_config_from_defaults_list = compose_config_from_defaults_list
+
+
+def _plain_ascii(obj) -> bool:
+    """Is this container made only of dicts (keys: printable-ASCII strings of 1-99 characters),
+    lists, printable-ASCII strings, numbers, booleans and None?"""
+    if isinstance(obj, str):
+        return obj.isascii() and obj.isprintable()
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return True
+    if isinstance(obj, list):
+        return all(_plain_ascii(v) for v in obj)
+    if isinstance(obj, dict):
+        return all(type(k) is str and 0 < len(k) < 100 and _plain_ascii(k) and _plain_ascii(v)
+                   for k, v in obj.items())
+    return False
+
+
+def fast_job_yaml() -> None:
+    """Write the ``.hydra/*.yaml`` files of a job with libyaml's emitter where its text is the
+    same as OmegaConf's.
+
+    Hydra writes config.yaml, hydra.yaml and overrides.yaml of every job with
+    ``OmegaConf.to_yaml`` (PyYAML's pure-Python emitter; ~3 ms for simllm's job config). The C
+    emitter with the same representers (OmegaConf's ``str`` representer on PyYAML's
+    ``Representer``) writes the same text for plain data; the two emitters differ on control
+    characters and line breaks inside quoted strings and on empty or long (128+) keys, so a
+    container holding anything but printable-ASCII strings (keys of 1-99 characters), numbers,
+    booleans, None, lists and dicts -- hydra.yaml's multi-line help templates, for one -- keeps
+    OmegaConf's own path. Same call as ``OmegaConf.to_yaml(cfg)`` otherwise (resolve=False,
+    sort_keys=False, enums as strings). Idempotent.
+    """
+    import hydra.core.utils as hcu
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import OmegaConfDumper, get_omega_conf_dumper
+
+    if getattr(hcu._save_config, "_simllm", False) or not hasattr(yaml, "CDumper"):
+        return
+
+    class CDumper(yaml.CDumper):
+        pass
+
+    CDumper.add_representer(str, OmegaConfDumper.str_representer)
+
+    def _save_config(cfg, filename, output_dir):   # hydra.core.utils._save_config's steps
+        container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+        dumper = CDumper if _plain_ascii(container) else get_omega_conf_dumper()
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with open(str(output_dir / filename), "w", encoding="utf-8") as file:
+            file.write(yaml.dump(container, default_flow_style=False, allow_unicode=True,
+                                 sort_keys=False, Dumper=dumper))
+
+    _save_config._simllm = True
+    hcu._save_config = _save_config
 
 
 #: Roots whose config files could set ``hydra.mode`` (conf/ and the experiment presets).
@@ -155,6 +304,8 @@ _LISTING_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c",
 share_config_store()
 cache_config_files()
 skip_mode_compose()
+memoize_compose()
+fast_job_yaml()
 schema.register()
 if _may_use_experiments(sys.argv[1:]):
     experiments.register()

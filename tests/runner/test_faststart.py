@@ -144,3 +144,134 @@ def test_experiment_presets_registered_where_a_command_line_may_use_them():
     for argv in (["experiment=pareto_hbm_l70b8"], ["-m", "+experiment=x"], ["--help"], ["--info"],
                  ["--cfg", "job"], ["-cn", "other"], ["--config-dir", "d"], ["-sc", "install=bash"]):
         assert app._may_use_experiments(argv), argv
+
+
+# ------------------------------------------------------------------ compose memo (basic sweeper)
+
+def _compose_both(config_dir, overrides, config_name="config"):
+    """(memoised, Hydra's own) compose of the same overrides: the full config with its hydra node
+    as YAML text, computed twice with the memo (a miss, then a hit) and once with Hydra's
+    create_defaults_list and _compose_config_from_defaults_list put back."""
+    import hydra._internal.config_loader_impl as cli
+
+    def run():
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            return OmegaConf.to_yaml(compose(config_name=config_name, overrides=list(overrides),
+                                             return_hydra_config=True))
+
+    memo = (cli.create_defaults_list, cli.ConfigLoaderImpl._compose_config_from_defaults_list)
+    try:
+        first, again = run(), run()
+        cli.create_defaults_list = memo[0]._hydra
+        cli.ConfigLoaderImpl._compose_config_from_defaults_list = memo[1]._hydra
+        own = run()
+    finally:
+        cli.create_defaults_list, cli.ConfigLoaderImpl._compose_config_from_defaults_list = memo
+        GlobalHydra.instance().clear()
+    return first, again, own
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["partition.tp=2", "workload.batch_size=7", "hardware.hbm_bandwidth=5TB/s"],
+    ["hardware=h200", "partition.tp=4"],
+    ["partition.tp=4", "hardware=h200"],                       # value before group: same order kept
+    ["engine=des", "workload=poisson_chat", "workload.num_requests=50", "+tracking.tags.a=1",
+     "++print_table=false", "~resume", "+tracking.tags={b: 2}", "hydra.job.name=x"],
+])
+def test_memoised_compose_equals_hydras_own(overrides):
+    first, again, own = _compose_both(CONF, overrides)
+    assert first == own and again == own
+
+
+def test_memoised_compose_shares_one_composition_per_group_selection():
+    """Jobs differing in values only reuse one composition; each still gets its own values and
+    its own hydra.overrides.task / override_dirname (filled by Hydra's code after the compose)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        a = compose(config_name="config", overrides=["workload.batch_size=3"], return_hydra_config=True)
+        b = compose(config_name="config", overrides=["workload.batch_size=4"], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    assert (a.workload.batch_size, b.workload.batch_size) == (3, 4)
+    assert list(a.hydra.overrides.task) == ["workload.batch_size=3"]
+    assert b.hydra.job.override_dirname == "workload.batch_size=4"
+    a.model.name = "changed"                                   # a job's edits stay its own
+    assert b.model.name != "changed"
+
+
+def test_memoised_compose_sees_changed_files_and_store(tmp_path):
+    (tmp_path / "g").mkdir()
+    (tmp_path / "config.yaml").write_text("defaults:\n  - g: a\n  - _self_\nx: 1\n")
+    (tmp_path / "g" / "a.yaml").write_text("v: 1\n")
+    (tmp_path / "g" / "b.yaml").write_text("v: 2\n")
+    first, again, own = _compose_both(tmp_path, ["x=5"])
+    assert first == again == own and "v: 1" in own and "x: 5" in own
+    time.sleep(0.01)
+    (tmp_path / "g" / "a.yaml").write_text("v: 3\nz: 4\n")   # edited while a process runs
+    first, again, own = _compose_both(tmp_path, ["x=6"])
+    assert first == again == own and "v: 3" in own and "z: 4" in own
+    first, again, own = _compose_both(tmp_path, ["g=b"])
+    assert first == again == own and "v: 2" in own
+    ConfigStore.instance().store(group="g", name="c", node={"v": 9})   # a new option in the store
+    try:
+        first, again, own = _compose_both(tmp_path, ["g=c"])
+    finally:
+        ConfigStore.instance().repo.pop("g", None)
+    assert first == again == own and "v: 9" in own
+
+
+def test_memoised_compose_fails_like_hydra():
+    """Bad overrides raise the same exception (type and message) with the memo, a miss and a hit,
+    as with Hydra's own compose."""
+    import hydra._internal.config_loader_impl as cli
+
+    def error(overrides):
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                compose(config_name="config", overrides=overrides)
+        except Exception as e:  # noqa: BLE001
+            return type(e), str(e)
+        finally:
+            GlobalHydra.instance().clear()
+        return None
+
+    memo = (cli.create_defaults_list, cli.ConfigLoaderImpl._compose_config_from_defaults_list)
+    for bad in (["partition.no_such_key=1"], ["partition.tp=abc"], ["hardware=no_such_option"],
+                ["workload.batch_size=2", "+print_table=false"], ["++hardware=h200"]):
+        first, again = error(bad), error(bad)
+        try:
+            cli.create_defaults_list = memo[0]._hydra
+            cli.ConfigLoaderImpl._compose_config_from_defaults_list = memo[1]._hydra
+            own = error(bad)
+        finally:
+            cli.create_defaults_list, cli.ConfigLoaderImpl._compose_config_from_defaults_list = memo
+        assert own is not None and first == again == own, bad
+
+
+# ------------------------------------------------------------------ .hydra/*.yaml with libyaml
+
+def test_job_yaml_written_by_libyaml_only_where_identical(tmp_path, cfg_of):
+    """The patched _save_config writes what OmegaConf.to_yaml writes: simllm's job config (C
+    emitter), a container with line breaks / control characters / empty or long keys (OmegaConf's
+    own path), and random printable-ASCII strings (quotes, colons, '#', long lines that fold)."""
+    import random
+    import string
+
+    import hydra.core.utils as hcu
+
+    assert hcu._save_config._simllm
+    cfg = cfg_of("tracking=none")
+    cases = [cfg, OmegaConf.create({"a": "two\nlines", "b": "tab\there", "": 1, "k" * 130: "v"}),
+             OmegaConf.create(["x=1", "y=2"]), OmegaConf.create({"s": "caf\u00e9 \u2603"})]
+    rnd = random.Random(7)
+    alpha = string.printable[:95].replace("$", "") + "  ::##''\"\"{}[]-?|>"   # no ${interpolations}
+    for _ in range(300):
+        s = "".join(rnd.choice(alpha) for _ in range(rnd.choice([0, 1, 3, 20, 79, 81, 200])))
+        cases.append(OmegaConf.create({"k": s, "l": [s, 1, 2.5, None, True], (s[:30] or "x"): {"a": s}}))
+    for i, c in enumerate(cases):
+        hcu._save_config(c, f"{i}.yaml", tmp_path)
+        assert (tmp_path / f"{i}.yaml").read_text(encoding="utf-8") == OmegaConf.to_yaml(c), i
+    assert not app._plain_ascii(OmegaConf.to_container(cases[1]))
+    assert app._plain_ascii(OmegaConf.to_container(cfg))
