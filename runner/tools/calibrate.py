@@ -66,7 +66,7 @@ def error_table(fit, measured: dict) -> list[dict]:
 
 
 def _fmt_value(name: str, v: float) -> str:
-    if name == "step_overhead_s":
+    if name in ("step_overhead_s", "per_request_overhead_s"):
         return f"{v * 1e6:.1f} us"
     if name == "jump_mean_s":
         return f"{v * 1e3:.3f} ms"
@@ -142,6 +142,8 @@ def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, co
                 ("kv_usable_fraction", c.kv_usable_fraction, f"from '{c.name}'"),
                 ("step_overhead", f"{p['step_overhead_s'] * 1e6:.1f} us", "fitted (stage 1)"),
                 ("per_token_overhead", c.per_token_overhead, f"from '{c.name}'"),
+                ("per_request_overhead", f"{p['per_request_overhead_s'] * 1e6:.1f} us", "fitted (stage 1)")
+                if "per_request_overhead_s" in p else
                 ("per_request_overhead", c.per_request_overhead, f"from '{c.name}'"),
                 ("launch_overhead", c.get("launch_overhead", "0 us"), f"from '{c.name}'")])
     noise = [f"# Jump diffusion fitted by simllm-calibrate (stage 2) to {where} (sha256 {m.sha256[:16]}...).",
@@ -174,7 +176,8 @@ def run(args) -> dict:
         kw["workload"] = ({"arrival": "poisson", "rate_rps": args.rate} if args.rate else
                           {"arrival": "closed_loop", "concurrency": args.concurrency})
     m = read_measurement(args.measurement, args.format, **kw)
-    fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev)
+    fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev,
+                    request_overhead={"auto": "auto", "yes": True, "no": False}[args.fit_request_overhead])
     measured = {k: m.quantile(*k) for k in TARGETS}
     p = cfg.partition
     d = des.resolve(specs.framework)      # null engine.des settings: the framework profile's
@@ -236,6 +239,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--concurrency", type=int, default=0, help="CSV without arrivals: closed-loop users")
     ap.add_argument("--rounds", type=int, default=2, help="stage 1 + stage 2 alternations")
     ap.add_argument("--max-nfev", type=int, default=60, help="simulations per stage at most")
+    ap.add_argument("--fit-request-overhead", choices=["auto", "yes", "no"], default="auto",
+                    help="also fit calibration.per_request_overhead (a constant per request on TTFT: "
+                         "client, HTTP, tokenisation); auto: when the data has each request's ITLs")
     ap.add_argument("--conf-dir", default=str(CONF))
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "calibrations"))
     ap.add_argument("--force", action="store_true", help="overwrite existing YAMLs")

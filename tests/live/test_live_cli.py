@@ -2,14 +2,26 @@
 a few minutes of simulated serving at a slowed clock). All servers listen on 127.0.0.1.
 
 Round trip (issue 16 item 3): ``simllm-serve`` with a hidden calibration (compute efficiency 0.5,
-memory-bandwidth efficiency 0.6, step overhead 2 ms; the numbers chosen here), ``simllm-observe``
-against it, then the project's calibrate on the observation should land within 10 % of each
-(not met yet: an xfail with the measured values; the timing the server streams is checked). The
-server runs at ``--time-scale 10`` (ten wall seconds per simulated second): the HTTP path's own
-lateness (about 1-3 ms on a loaded 2-core machine, see benchmarks/bench_serve.py) is then 0.1-0.3 ms
-of simulated time, below the 10 % of the 2 ms overhead the test asks for. The workload is a
-closed loop of one user (prompts log-normal 128-4096, outputs 16-48), where the ITLs pin the
-bandwidth and TTFT across prompt lengths pins compute and overhead.
+memory-bandwidth efficiency 0.6, step overhead 2 ms, per-request overhead 5 ms; the numbers chosen
+here), ``simllm-observe`` against it, then ``simllm-calibrate`` on the observation must recover
+each within 10 %. The server and observer run at ``--time-scale 10`` (ten wall seconds per
+simulated second), so the HTTP path's own jitter (about 1-3 ms wall on a loaded 2-core machine,
+see benchmarks/bench_serve.py) is 0.1-0.3 ms of simulated time.
+
+Why this workload identifies the four: a closed loop of one user (no batching, so each request's
+steps are its own), prompts log-normal 128-4096 tokens, outputs 8-24 tokens, 80 requests.
+- TTFT = per-request overhead + step overhead + prefill(prompt): its slope across prompt lengths
+  is the compute efficiency, its intercept the sum of the two overheads.
+- A request's median inter-token gap = step overhead + (weights + KV(context)) / (bandwidth x
+  efficiency): the KV read grows with the context (0.13 MB per token, up to 3 % of the 16 GB of
+  weights at 4096 tokens), so the steps of short- and long-context requests give the bandwidth
+  efficiency apart from the constant step overhead; then TTFT's intercept gives the per-request
+  overhead. One global ITL p50 would only give the sum overhead + weights/(bandwidth x eff).
+- The observer's own path (HTTP, client event loop) makes every TTFT a little late (0.1-0.3 ms
+  simulated here): physically that is per-request time as a client sees it, and the fit puts it
+  there (checked below against the lateness measured by replaying the same requests in the DES
+  at the hidden point); the hidden 5 ms is a tokenise-admit-respond overhead of the order real
+  servers show, so that this lateness is a few per cent of it.
 """
 
 import json
@@ -24,14 +36,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HIDDEN = {"compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.6, "step_overhead_s": 0.002}
+HIDDEN = {"compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.6, "step_overhead_s": 0.002,
+          "per_request_overhead_s": 0.005}
 HIDDEN_OVR = ["calibration=specsheet", "calibration.compute_efficiency=0.5",
-              "calibration.memory_bandwidth_efficiency=0.6", "calibration.step_overhead=2ms"]
+              "calibration.memory_bandwidth_efficiency=0.6", "calibration.step_overhead=2ms",
+              "calibration.per_request_overhead=5ms"]
 WORKLOAD = ["workload=closed_loop", "workload.concurrency=1", "workload.prompt_len=1024",
             "workload.prompt_dist.kind=lognormal", "workload.prompt_dist.sigma=0.7",
-            "workload.prompt_dist.low=128", "workload.prompt_dist.high=4096", "workload.output_len=32",
-            "workload.output_dist.kind=uniform", "workload.output_dist.low=16",
-            "workload.output_dist.high=48"]
+            "workload.prompt_dist.low=128", "workload.prompt_dist.high=4096", "workload.output_len=16",
+            "workload.output_dist.kind=uniform", "workload.output_dist.low=8",
+            "workload.output_dist.high=24"]
 
 
 def _port() -> int:
@@ -65,10 +79,11 @@ def _observe(args, timeout=900):
 
 @pytest.fixture(scope="module")
 def round_trip(tmp_path_factory):
-    """(measurement, fit, per-request DES replay at the hidden point) of one observed run."""
+    """(measurement, simllm-calibrate's fit.json, median TTFT lateness [ms], median TPOT ratio - 1)
+    of one observed run; the lateness and ratio are against the DES replay of the same requests
+    at the hidden point."""
     import numpy as np
 
-    from engine.calibration.fit import calibrate
     from engine.calibration.measurements import read_measurement, request_stream
     from engine.des import simulate
     from runner.convert import des_spec, specs_from_config
@@ -76,48 +91,59 @@ def round_trip(tmp_path_factory):
 
     port = _port()
     srv = _serve([*HIDDEN_OVR, "--time-scale", "10"], port)
+    tmp = tmp_path_factory.mktemp("rt")
+    out = tmp / "obs.json"
     try:
-        out = tmp_path_factory.mktemp("rt") / "obs.json"
         r = _observe([f"http://127.0.0.1:{port}", *WORKLOAD, "workload.num_requests=80", "-o", str(out),
                       "--token-ids", "--time-scale", "10"])
         assert r.returncode == 0, r.stderr
     finally:
         srv.terminate()
         srv.wait(10)
+    c = subprocess.run([sys.executable, "-m", "runner.tools.calibrate", str(out), "--name", "rt16",
+                        "calibration=specsheet", "--conf-dir", str(tmp / "conf"),
+                        "--output-dir", str(tmp / "out"), "--no-tracking"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert c.returncode == 0, c.stderr
+    fit = json.loads(next((tmp / "out").glob("rt16-*/fit.json")).read_text())
     m = read_measurement(out)
     hid = compose(HIDDEN_OVR)
     stream, order = request_stream(m)
     replay = simulate(specs_from_config(hid), des_spec(hid), stream=stream).result.table
-    cfg = compose(["calibration=specsheet"])
-    fit = calibrate(specs_from_config(cfg), des_spec(cfg), m, rounds=2)
     t = m.table
     d_ttft = t["ttft_ms"].to_numpy()[order] - replay["ttft_ms"].to_numpy()
     r_tpot = t["tpot_ms"].to_numpy()[order] / replay["tpot_ms"].to_numpy() - 1
-    print("\n".join(f"{k}: hidden {v:.4g}, recovered {fit.params[k]:.4g} ({fit.params[k] / v - 1:+.1%})"
+    print("\n".join(f"{k}: hidden {v:.4g}, recovered {fit['params'][k]:.4g} ({fit['params'][k] / v - 1:+.1%}), "
+                    f"95 % range {fit['ranges_95'][k]['low']:.4g}..{fit['ranges_95'][k]['high']:.4g}"
                     for k, v in HIDDEN.items()))
+    print(f"TTFT lateness vs replay: median {np.median(d_ttft):.3f} ms")
     return m, fit, float(np.median(d_ttft)), float(np.nanmedian(r_tpot))
 
 
 @pytest.mark.slow
 def test_round_trip_timing(round_trip):
-    """The observed requests are the DES's at the hidden point (the replay of the same arrivals):
+    """The observed requests are the DES's at the hidden point (the replay of the same requests):
     TTFT within 1 ms of simulated time (the HTTP path's lateness / 10), TPOT within 1 %."""
     m, fit, d_ttft, r_tpot = round_trip
     assert len(m) == 80
+    assert m.workload["arrival"] == "closed_loop"        # replayed as the closed loop it was
     assert abs(d_ttft) < 1.0 and abs(r_tpot) < 0.01
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="calibrate at one user: bandwidth efficiency and step overhead trade along "
-                          "a flat direction (both set the batch-1 decode step) and a 0.2-0.4 ms "
-                          "residual TTFT lateness (time scale 10) moves the fit along it; measured "
-                          "0.55 / 0.88 / 4.25 ms for 0.5 / 0.6 / 2 ms. Even exact data (the live "
-                          "engine without HTTP, same 120 requests) fit 0.53 / 0.73 / 3.3 ms; "
-                          "see the issue-16 note", strict=False)
 def test_round_trip_recovers_within_10_percent(round_trip):
-    _, fit, _, _ = round_trip
+    """simllm-calibrate on the observation: each hidden parameter within 10 % and reported as
+    pinned by the data; the per-request overhead fitted on its own (``auto``: the file has each
+    request's ITLs). Independent cross-check of where the observer's lateness went: the fitted
+    overheads' sum exceeds the hidden sum (7 ms) by the TTFT lateness measured against the DES
+    replay at the hidden point, within 0.1 ms."""
+    _, fit, d_ttft, _ = round_trip
+    p = fit["params"]
     for k, v in HIDDEN.items():
-        assert fit.params[k] == pytest.approx(v, rel=0.10)
+        assert p[k] == pytest.approx(v, rel=0.10), (k, p[k], v)
+        assert fit["ranges_95"][k]["identifiable"], (k, fit["ranges_95"][k])
+    excess_ms = (p["step_overhead_s"] + p["per_request_overhead_s"] - 0.007) * 1e3
+    assert excess_ms == pytest.approx(d_ttft, abs=0.1)
 
 
 @pytest.mark.slow
