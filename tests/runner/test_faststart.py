@@ -8,7 +8,15 @@ OmegaConf's own behaviour, computed in the same test without the shortcut.
 * the per-process config-file cache: a cached load equals a fresh parse, is a new object each
   time, and a changed file is re-read;
 * the mode-compose skip answers only where nothing can set ``hydra.mode``;
-* the shared ConfigStore: a config composed with it equals one composed with Hydra's deep copy.
+* the shared ConfigStore: a config composed with it equals one composed with Hydra's deep copy;
+* the compose memo (one composition per config-group selection): the full config, hydra node
+  included, equals Hydra's own compose for value, group, add, force-add, delete, dict and
+  hydra.* overrides, after a changed config file or ConfigStore entry too, and bad overrides
+  raise Hydra's own exception and message;
+* .hydra/*.yaml written with libyaml: the text equals OmegaConf.to_yaml's (simllm's config,
+  containers it must leave to OmegaConf, 300 random printable-ASCII containers);
+* unit conversions without pint: every factor is pint's, >5,000 numbers and "<number> <unit>"
+  strings give pint's exact float, schema defaults and composed specs are unchanged.
 """
 
 import copy
