@@ -15,6 +15,15 @@ loss, so 2 * cost; m - n at least 1),
 
 (J^T J)^-1 is taken by SVD; directions with singular value below ``rcond`` times the largest
 are the ones the data cannot move: a coordinate with weight in such a direction gets sigma = inf.
+
+Stopped short of the minimum: the covariance describes the spread around a minimum. Where the
+optimiser stopped elsewhere (a kink in the objective, the evaluation budget), the linearised
+model still sees a step dx = -(J^T J)^+ g to its minimum (g: the cost's gradient there; for a
+robust loss scipy's loss-scaled J and gradient). The half-range of each coordinate is then
+1.96 sigma + |dx| (the range around the linearised minimum, reaching back to the point
+reported; dx ~ 0 at a converged fit), so a fit that stalled does not report a range that excludes
+where its own linearisation says the minimum is (the issue-16 live fits stalled on a kink of a replayed trace
+and reported +-0.1 % around values 40-110 % off).
 A coordinate is flagged not identifiable when its sigma is infinite or its 95 % half-range
 exceeds ``max_halfwidth`` (default a quarter of its box, hi - lo; a callable of x may
 give it relative to the solution). Caveat: it is a local,
@@ -64,11 +73,13 @@ class SolveResult:
                 for i, k in enumerate(self.names)}
 
 
-def confidence(jac: np.ndarray, cost: float, lo, hi, x, max_halfwidth=None, rcond: float = 1e-8):
+def confidence(jac: np.ndarray, cost: float, lo, hi, x, max_halfwidth=None, rcond: float = 1e-8,
+               grad=None):
     """(sigma, lo95, hi95, identifiable) from the Jacobian ``jac`` (m x n) at ``x`` and the cost
     0.5 * sum(rho(r)): Cov = s^2 (J^T J)^-1 with s^2 = 2 cost / max(m - n, 1), inverted by SVD;
     a direction with singular value < rcond * largest is unidentified (sigma inf for every
-    coordinate with weight > 1e-6 in it). See the module docstring."""
+    coordinate with weight > 1e-6 in it). With the cost's gradient ``grad`` at ``x``, each
+    half-range grows by the Gauss-Newton step's |dx| (module docstring)."""
     J = np.atleast_2d(np.asarray(jac, dtype=float))
     m, n = J.shape
     lo, hi, x = (np.broadcast_to(np.asarray(a, dtype=float), (n,)) for a in (lo, hi, x))
@@ -82,6 +93,12 @@ def confidence(jac: np.ndarray, cost: float, lo, hi, x, max_halfwidth=None, rcon
         dead = (np.abs(vt[~good]) > 1e-6).any(axis=0) if (~good).any() else np.zeros(n, bool)
         sigma = np.where(dead, np.inf, np.sqrt(var))
     half = Z95 * sigma
+    if grad is not None and np.all(np.isfinite(J)) and np.all(np.isfinite(grad)):
+        _, sv, vt = np.linalg.svd(J, full_matrices=False)
+        good = sv > rcond * sv.max() if sv.size and sv.max() > 0 else np.zeros_like(sv, bool)
+        dx = -(vt[good].T / sv[good] ** 2) @ (vt[good] @ np.asarray(grad, float))
+        free = ~(((x <= lo) & (dx < 0)) | ((x >= hi) & (dx > 0)))     # a bound stops the step
+        half = np.where(free, half + np.abs(dx), half)
     if callable(max_halfwidth):
         max_halfwidth = max_halfwidth(x)
     width = 0.25 * (hi - lo) if max_halfwidth is None else np.broadcast_to(np.asarray(max_halfwidth, float), (n,))
@@ -130,7 +147,7 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
         extra = {} if x_scale is None else {"x_scale": x_scale}   # None: scipy's own default
         sol = least_squares(residuals, x0, bounds=(lo, hi), loss=loss, f_scale=f_scale,
                             diff_step=diff_step, max_nfev=max_nfev, **extra)
-        x, cost, jac, nfev = sol.x, float(sol.cost), sol.jac, int(sol.nfev)
+        x, cost, jac, nfev, grad = sol.x, float(sol.cost), sol.jac, int(sol.nfev), sol.grad
     elif method == "nelder-mead":
         from scipy.optimize import minimize
 
@@ -146,9 +163,11 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
         cost, nfev = float(sol.fun), int(sol.nfev)
         jac = fd_jacobian(residuals, x, lo, hi, 0.05 if diff_step is None else diff_step)
         nfev += 2 * x.size + 1
+        grad = jac.T @ np.asarray(residuals(x), float)
+        nfev += 1
     else:
         raise ValueError(f"method {method!r}: trf or nelder-mead")
-    sigma, lo95, hi95, ident = confidence(jac, cost, lo, hi, x, max_halfwidth)
+    sigma, lo95, hi95, ident = confidence(jac, cost, lo, hi, x, max_halfwidth, grad=grad)
     return SolveResult(names=names, x=np.asarray(x, float), sigma=sigma, lo95=lo95, hi95=hi95,
                        identifiable=ident, cost=cost, nfev=nfev, jac=jac, sol=sol)
 

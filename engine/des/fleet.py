@@ -264,18 +264,7 @@ class Fleet:
 
     def _unqueue(self, rep, rid, t) -> bool:
         """Remove ``rid`` from ``rep``'s waiting queue; False if it is not there."""
-        w = rep.waiting
-        for i, e in enumerate(w):
-            if e[3] == rid:
-                w[i] = w[-1]
-                w.pop()
-                if i < len(w):
-                    import heapq
-                    heapq.heapify(w)
-                if rep.hol_since:
-                    rep.hol_end(rid, t)
-                return True
-        return False
+        return rep.unqueue(rid, t)
 
     def expire(self, rid: int, t: float):
         """Queue expiry of ``rid``: removed from its replica's queue if still waiting there for

@@ -49,6 +49,11 @@ from engine.errors import SpecError
 from engine.spec import Specs
 
 
+def st_done(st, rid: int) -> bool:
+    """Whether request ``rid`` of State ``st`` has completed."""
+    return st.completion[rid] == st.completion[rid]
+
+
 class EngineFull(RuntimeError):
     """No free request slot: ``capacity`` requests are already in the engine."""
 
@@ -107,11 +112,13 @@ class LiveEngine:
         self._pending: list = []         # (time the request enters the queue, seq, rid)
         self._seq = 0
         self._sent = [0] * n_rep         # decode steps of the current run already handed out
+        self._aborting: dict = {}        # replica index -> ids to drop when its iteration ends
         self.now = 0.0
         # counters (for /metrics): tokens handed out, prompts admitted, requests finished
         self.generation_tokens = 0
         self.prompt_tokens = 0
         self.finished = 0
+        self.aborted = 0                 # requests dropped because their client went away
 
     # ----------------------------------------------------------------- requests
     @property
@@ -146,6 +153,43 @@ class LiveEngine:
         heapq.heappush(self._pending, (t + self.overhead_s, self._seq, rid))
         self.prompt_tokens += prompt
         return rid
+
+    def abort(self, rid: int, t: float) -> bool:
+        """The client of ``rid`` went away at ``t`` [s]: drop the request, as vLLM aborts a
+        request whose connection closed. Not yet in a queue, or queued: removed at once;
+        running between iterations: dropped at once (``Replica.abort``: KV blocks freed, slot
+        compacted as a preemption does, not requeued); in an iteration in progress: a decode
+        run is cut after the step in progress (as an arrival cuts it) and the request dropped
+        when that iteration ends (the deadline path of ``engine.des.fleet``; if that iteration
+        completes it, it stays completed and comes out in ``Emitted.done`` as usual). A dropped
+        request's slot comes back by itself (no ``release``); tokens the engine still hands out
+        for it (the iteration in progress) are the caller's to ignore. Returns False (nothing
+        done) if it has already completed: ``release`` it as usual."""
+        st = self.st
+        if st_done(st, rid):
+            return False
+        t = max(float(t), self.now)
+        for i, e in enumerate(self._pending):
+            if e[2] == rid:
+                self._pending[i] = self._pending[-1]
+                self._pending.pop()
+                heapq.heapify(self._pending)
+                self._free.append(rid)
+                self.aborted += 1
+                return True
+        rep = self.replicas[int(st.replica[rid])]
+        if rep.unqueue(rid, t):
+            self._free.append(rid)
+            self.aborted += 1
+            return True
+        if rep.run is None and rep.abort(rid):
+            self._free.append(rid)
+            self.aborted += 1
+            rep.plan_pending = True
+            return True
+        rep.truncate(t)
+        self._aborting.setdefault(rep.idx, set()).add(rid)
+        return True
 
     def release(self, rid: int) -> None:
         """Give a completed request's slot back (after its tokens were delivered)."""
@@ -256,6 +300,16 @@ class LiveEngine:
                     out.tokens.append((rid, np.repeat(tt, k)))
                     self.generation_tokens += k
         self._sent[rep.idx] = 0
+        # clients that went away during this iteration (``abort``): dropped now unless this
+        # iteration completed them (they stay completed, as the DES's deadline path keeps them)
+        for rid in self._aborting.pop(rep.idx, ()):
+            if st_done(self.st, rid):
+                continue
+            if rep.abort(rid) or rep.unqueue(rid, t):
+                self._free.append(rid)
+                self.aborted += 1
+            else:               # neither running nor queued here now: try again next iteration
+                self._aborting.setdefault(rep.idx, set()).add(rid)
         if done:
             out.done.extend(done)
             self.finished += len(done)

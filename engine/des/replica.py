@@ -679,6 +679,21 @@ class Replica:
             self.hol_s += t - t0
             self.hol_max_s = max(self.hol_max_s, t - t0)
 
+    def unqueue(self, rid: int, t: float) -> bool:
+        """Remove ``rid`` from the waiting queue (a deadline passed, or the client went away
+        before it ran); False if it is not there."""
+        w = self.waiting
+        for i, e in enumerate(w):
+            if e[3] == rid:
+                w[i] = w[-1]
+                w.pop()
+                if i < len(w):
+                    heapq.heapify(w)
+                if self.hol_since:
+                    self.hol_end(rid, t)
+                return True
+        return False
+
     def abort(self, rid: int) -> bool:
         """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
         blocks freed and prefix entries unpinned and its slot compacted as a preemption does

@@ -60,3 +60,17 @@ def test_a_wide_range_is_flagged():
     fit = least_squares_fit(lambda x: x[0] + x[1] * t - y, ["a", "b"], [-10, -10], [10, 10], [0.0, 0.0],
                             max_halfwidth=[1e-3, 1.0])
     assert list(fit.identifiable) == [False, True]
+
+
+def test_a_fit_stopped_short_reports_a_range_reaching_the_minimum():
+    """Nelder-Mead stopped after 8 evaluations far from the line: its 1.96-sigma range alone would
+    sit around the wrong point; the reported range reaches the Gauss-Newton step to the
+    linear model's minimum (plus 1.96 sigma), which for a line is the exact least-squares solution
+(closed form)."""
+    t, y = _line()
+    fit = least_squares_fit(lambda x: x[0] + x[1] * t - y, ["a", "b"], [-10, -10], [10, 10], [5.0, -1.0],
+                            method="nelder-mead", max_nfev=8, diff_step=0.1)
+    b = np.cov(t, y, bias=True)[0, 1] / np.var(t)
+    a = y.mean() - b * t.mean()
+    assert abs(fit.x[1] - b) > Z95 * fit.sigma[1]             # 1.96 sigma alone misses the minimum
+    assert fit.lo95[0] < a < fit.hi95[0] and fit.lo95[1] < b < fit.hi95[1]

@@ -93,3 +93,53 @@ def test_bounds_and_refusals(base_specs):
     with pytest.raises(SpecError, match="prefill_replicas"):
         LiveEngine(replace(base_specs, partition=replace(base_specs.partition, dp=2)),
                    DesSpec(replicas=2, prefill_replicas=1))
+
+
+@pytest.mark.parametrize("rate,blocks,D", [(40.0, 0, 2.5), (40.0, 600, 6.0)])
+def test_abort_matches_the_des_deadline(base_specs, rate, blocks, D):
+    """A client that goes away: ``LiveEngine.abort(rid, t)`` at each request's arrival + D, for
+    every request not completed by then, against the offline DES with the end-to-end deadline D
+    (``engine.des.deadline_s``: the event loop's own abort path, independent of the live code).
+    The same requests must be dropped, each with the same number of tokens emitted (DES
+    ``State.emitted``), and every other request (including one that an iteration in progress
+    completes after its client left) must keep its first and last token times; the engine ends
+    empty (dropped slots come back without ``release``). Heavy load, so requests are
+    dropped from the queue and while running; with a 600-block cache also after preemption. D is
+    about the median latency of each scenario without a deadline."""
+    stream = _stream(120, rate)
+    base = DesSpec(num_kv_blocks=blocks) if blocks else DesSpec()
+    st = simulate(base_specs, replace(base, deadline_s=D), stream=stream).state
+    dropped = np.flatnonzero(st.cancelled)
+    assert 10 < dropped.size < 110                        # both outcomes are exercised
+    eng = LiveEngine(base_specs, base, capacity=256)
+    times = {i: [] for i in range(len(stream))}
+    rid_of = {}
+    marks = sorted([(float(a), 0, i) for i, a in enumerate(stream.arrival_s)] +
+                   [(float(a) + D, 1, i) for i, a in enumerate(stream.arrival_s)])
+
+    def collect(em):
+        for rid, ts in em.tokens:
+            times[rid_of[rid]].extend(ts.tolist())
+        for rid in em.done:
+            eng.release(rid)
+
+    rid_by_index = {}
+    for t, kind, i in marks:
+        collect(eng.advance(t))
+        if kind == 0:
+            rid = eng.submit(stream.prompt[i], stream.output[i], t)
+            rid_of[rid], rid_by_index[i] = i, rid
+        elif len(times[i]) < stream.output[i]:
+            eng.abort(rid_by_index[i], t)
+    while eng.next_time() < float("inf"):
+        collect(eng.advance(eng.next_time()))
+    gone = {i for i in range(len(stream)) if len(times[i]) < stream.output[i]}
+    assert sorted(gone) == dropped.tolist()
+    for i in range(len(stream)):
+        if i in gone:
+            assert len(times[i]) == st.emitted[i] < stream.output[i]
+        else:
+            assert len(times[i]) == stream.output[i]
+            assert times[i][0] == pytest.approx(st.first_token[i], abs=1e-9)
+            assert times[i][-1] == pytest.approx(st.completion[i], abs=1e-9)
+    assert eng.in_engine == 0 and eng.aborted == len(gone)
