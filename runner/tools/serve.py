@@ -24,8 +24,9 @@ message's text content, no template tokens. Usage counts are exact under that ru
 
 Bounded: at most ``--max-requests`` requests in the engine (HTTP 503 beyond), bodies up to
 ``--max-body-bytes``, requests longer than the KV cache refused (400). Listens on 127.0.0.1 unless
-``--host`` says otherwise. A client that disconnects does not abort the simulated request (its
-tokens are dropped when due); vLLM aborts it.
+``--host`` says otherwise. A client that disconnects aborts its simulated request, as vLLM aborts
+it: dropped from the queue or the running batch with its KV blocks freed
+(``LiveEngine.abort``), counted in ``simllm:requests_aborted_total``.
 """
 
 import argparse
@@ -56,6 +57,7 @@ class Sim:
         self.lag_max = 0.0
         self.lag_n = 0
         self.success = 0
+        self.aborted = 0                 # requests whose client went away before their end
         self.task = None
 
     def sim_now(self) -> float:
@@ -97,14 +99,39 @@ class Sim:
                 except TimeoutError:
                     pass
 
-    def submit(self, prompt: int, output: int) -> asyncio.Queue:
+    def submit(self, prompt: int, output: int) -> tuple[int, asyncio.Queue]:
+        """(engine request id, queue of token counts; None when it is done)."""
         self.step()
         rid = self.eng.submit(prompt, output, self.sim_now())
         q: asyncio.Queue = asyncio.Queue()
         self.reqs[rid] = q
         self.step()              # the arrival enters the queue (plan, or end a decode run early)
         self.wake.set()
-        return q
+        return rid, q
+
+    def abort(self, rid: int) -> bool:
+        """The client of ``rid`` went away: drop it from the engine now (False if it completed
+        first: ``step`` has released it, and its slot may already serve another request)."""
+        self.step()
+        q = self.reqs.pop(rid, None)
+        if q is None:
+            return False
+        q.put_nowait(None)       # whoever still waits on it stops
+        self.eng.abort(rid, self.sim_now())
+        self.aborted += 1
+        self.step()
+        self.wake.set()
+        return True
+
+    async def watch(self, request, rid: int) -> None:
+        """Abort ``rid`` when ``request``'s client disconnects before the response is complete
+        (ASGI ``http.disconnect``; after a complete response the server reports the same
+        message, and ``abort`` then finds the request gone and does nothing)."""
+        while True:
+            msg = await request.receive()
+            if msg["type"] == "http.disconnect":
+                self.abort(rid)
+                return
 
 
 def _error(status: int, message: str, param: str | None = None):
@@ -209,6 +236,8 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
             ("vllm:generation_tokens_total", "counter", "Tokens generated", eng.generation_tokens),
             ("vllm:num_preemptions_total", "counter", "Preemptions", g["preemptions"]),
             ("vllm:request_success_total", "counter", "Requests finished", sim.success),
+            ("simllm:requests_aborted_total", "counter", "Requests aborted: the client went away",
+             sim.aborted),
             ("simllm:simulated_time_seconds", "gauge", "Simulated clock", sim.sim_now()),
             ("simllm:kv_cache_blocks", "gauge", "KV blocks per replica", eng.blocks),
         ]
@@ -250,7 +279,7 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
                     raise BadRequest("'n' must be 1", "n")
                 p = prompt_tokens(body, chat)
                 o = output_tokens(body, chat, default_max_tokens)
-                q = state["sim"].submit(p, o)
+                erid, q = state["sim"].submit(p, o)
             except BadRequest as e:
                 return _error(e.status, str(e), e.param)
             except SpecError as e:
@@ -263,10 +292,17 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
             stream = bool(body.get("stream"))
             head = json.dumps({"id": rid, "object": obj + (".chunk" if chat and stream else ""),
                                "created": int(time.time()), "model": model_name})[:-1]
+            sim = state["sim"]
+            watcher = asyncio.get_running_loop().create_task(sim.watch(request, erid))
             if not stream:
                 got = 0
-                while (k := await q.get()) is not None:
-                    got += k
+                try:
+                    while (k := await q.get()) is not None:
+                        got += k
+                finally:     # cancelled when the client went away: drop the request
+                    watcher.cancel()
+                    if erid in sim.reqs and sim.reqs[erid] is q:
+                        sim.abort(erid)
                 text = TOKEN_TEXT * got
                 choice = ({"index": 0, "message": {"role": "assistant", "content": text},
                            "finish_reason": "length"} if chat else
@@ -292,13 +328,18 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
 
             async def events():
                 sent = 0
-                while (k := await q.get()) is not None:
-                    parts = []
-                    for _ in range(k):
-                        sent += 1
-                        parts.append(first if sent == 1 else (last if sent == o else mid))
-                    yield "".join(parts)
-                yield tail
+                try:
+                    while (k := await q.get()) is not None:
+                        parts = []
+                        for _ in range(k):
+                            sent += 1
+                            parts.append(first if sent == 1 else (last if sent == o else mid))
+                        yield "".join(parts)
+                    yield tail
+                finally:     # the client went away (send failed or the stream was cancelled)
+                    watcher.cancel()
+                    if erid in sim.reqs and sim.reqs[erid] is q:
+                        sim.abort(erid)
 
             return StreamingResponse(events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})

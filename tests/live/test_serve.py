@@ -166,3 +166,41 @@ def test_observe_cli_logs_to_mlflow(server, tmp_path, mlflow_uri):
 def test_observe_refuses_bad_arguments(capsys):
     assert observe.main(["http://127.0.0.1:9", "-o", "x.json", "--timeout", "0"]) == 2
     assert "--timeout 0.0: expected a finite number > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_client_disconnect_aborts_the_request(base_specs, stream):
+    """A client that goes away mid-request (streaming: after its first tokens; non-streaming:
+    while it waits) has its simulated request dropped, as vLLM aborts it: the engine ends with no
+    request in it, no KV block in use, fewer tokens generated than asked, and the abort counted in
+    /metrics; a request sent afterwards is served in full (the freed slot is reused). Expected
+    values: what the requests asked for and the engine's own counters; waits are bounded by
+    polling, not asserted."""
+    import time
+
+    import aiohttp
+
+    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400), capacity=1)
+    with in_thread(make_app(eng, "m", time_scale=5.0)) as url:   # 5 wall s per simulated s
+        async def leave():
+            async with aiohttp.ClientSession() as s:
+                body = {"prompt": list(range(64)), "max_tokens": 2000, "stream": stream}
+                if not stream:          # no headers before the end: give up after 1 s
+                    with pytest.raises(asyncio.TimeoutError):
+                        await asyncio.wait_for(s.post(url + "/v1/completions", json=body), 1.0)
+                    return 200
+                r = await s.post(url + "/v1/completions", json=body)
+                await r.content.readline()                        # the first token has come
+                r.close()
+            return r.status
+        assert asyncio.run(leave()) == 200
+        t_end = time.monotonic() + 20
+        while eng.in_engine and time.monotonic() < t_end:
+            time.sleep(0.05)
+        assert eng.in_engine == 0 and eng.aborted == 1
+        assert eng.gauges()["kv_usage"] == 0.0 and eng.gauges()["running"] == 0
+        assert eng.generation_tokens < 2000
+        st, text = _get(url + "/metrics")
+        assert 'simllm:requests_aborted_total{model_name="m"} 1.0' in text
+        st, text = _post(url + "/v1/completions", {"prompt": "a b", "max_tokens": 3})
+        assert st == 200 and json.loads(text)["usage"]["completion_tokens"] == 3
