@@ -10,7 +10,7 @@ of that process alone, wall time and peak RSS):
   des 1k       the DES with 1,000 Poisson requests, tracking off
                (``simllm engine=des workload=poisson_chat workload.num_requests=1000 tracking=none``)
 and the ten most expensive packages to import (``python -X importtime``: the summed own time of
-every module of a top-level package such as hydra, numpy or mlflow) for help and the analytical run.
+every module of a top-level package such as hydra, numpy or mlflow) for each of the three.
 ``--checkout DIR`` measures another checkout of simllm (e.g. an older commit exported with
 ``git archive``) through PYTHONPATH with this environment's packages: the before/after figure.
 Targets of issue 18: help and analytical < 1 CPU-s, des 1k < 0.8 CPU-s.
@@ -52,7 +52,7 @@ def main():
         for label, argv in runs.items():
             bench.cli(label, [exe, *argv], cwd=tmp, env=env, target_cpu_s=TARGETS[label])
         bench.info["import_top"] = {}
-        for label in ("help", "analytical"):
+        for label in ("help", "analytical", "des 1k"):
             top = import_time_top(py[1:] + runs[label], top=args.top, cwd=tmp, env=env)
             bench.info["import_top"][label] = top
             print(f"\nimport time by package, top {args.top} ({label}; ms of the package's own "
