@@ -102,3 +102,26 @@ def test_vllm_closed_loop_replays_as_closed_loop(tmp_path):
     stream, order = request_stream(m)
     assert stream.users == 2 and stream.think_time_s == pytest.approx(0.05)
     assert list(order) == [0, 1, 2]
+
+
+def test_requests_sharing_batches_take_the_binned_median_path(measured, base_specs):
+    """``shares_batches``: one user in a closed loop runs alone (per-request residuals); more
+    users, or an open loop whose requests overlap (arrival before an earlier one's measured
+    end), share batches (binned medians, no per-request overhead). Expected: by construction of
+    each stream (the 1-user run's requests never overlap; at 8 req/s with ~0.4 s requests most
+    do, about 1 - exp(-8 x 0.4) = 96 % for Poisson arrivals)."""
+    from engine.calibration.fit import Problem, shares_batches
+
+    sim, specs = measured
+    m = _measurement(sim)
+    assert not shares_batches(Problem(specs, DesSpec(), m))
+    m4 = from_simulation(sim, {"arrival": "closed_loop", "concurrency": 4})
+    assert shares_batches(Problem(specs, DesSpec(), m4))
+    mt = from_simulation(sim, {"arrival": "trace"})
+    assert not shares_batches(Problem(specs, DesSpec(), mt))       # its own (sequential) times
+    n = mt.table.height
+    rng = np.random.default_rng(0)
+    mt.table = mt.table.with_columns(pl.Series("arrival_s", np.cumsum(rng.exponential(1 / 8.0, n))))
+    assert shares_batches(Problem(specs, DesSpec(), mt))
+    fit = calibrate(specs, DesSpec(), mt, rounds=1, max_nfev=3)
+    assert REQUEST_OVERHEAD not in fit.params
