@@ -19,6 +19,14 @@ Stage 1 in the first round fits the ITL p50 (the regular step: jitter is median-
 touch a few per cent of the iterations) instead of TPOT; stage 2 starts from a closed-form
 (method-of-moments) estimate of the tail and weights each percentile by its sampling error.
 
+With each request's ITLs in the file (``Measurement.itl_p50_ms``), stage 1's decode side is, in
+every round, each request's median ITL against the simulated request's (a run with token times):
+at one user that step is overhead + (weights + KV of the request's context) / (bandwidth x
+efficiency), so requests of different context lengths separate the bandwidth efficiency from
+the step overhead; and the per-request overhead (``REQUEST_OVERHEAD``) becomes a fourth stage-1
+parameter, the constant that TTFT carries beyond the step overhead (client, HTTP path,
+tokenisation; left out, it is read as a larger step overhead).
+
 Loaded data (requests sharing batches: ``shares_batches``), and data without an ITL column,
 take another path: stage 1 fits
 the p50s of TTFT and TPOT per prompt-length quartile (``stage1_medians``; per-request residuals
