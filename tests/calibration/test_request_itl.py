@@ -125,3 +125,35 @@ def test_requests_sharing_batches_take_the_binned_median_path(measured, base_spe
     assert shares_batches(Problem(specs, DesSpec(), mt))
     fit = calibrate(specs, DesSpec(), mt, rounds=1, max_nfev=3)
     assert REQUEST_OVERHEAD not in fit.params
+
+
+def test_cli_writes_the_fitted_request_overhead(measured, tmp_path):
+    """simllm-calibrate on a CSV with each request's ITLs (the exact 1-user run, TTFT + 0.25 ms):
+    conf/calibration/NAME.yaml holds the fitted per-request overhead (3.25 ms: the hidden 3 ms and
+    the added lateness) and the schema accepts it; the report lists it with its range;
+    ``--fit-request-overhead no`` leaves the deployment's value (0) in the YAML."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from runner.schema import CalibrationSchema
+    from runner.tools import calibrate as cli
+
+    sim, _ = measured
+    t = sim.result.table
+    path = tmp_path / "m.csv"
+    pl.DataFrame({"request_id": t["request_id"], "input_len": t["prompt_len"], "output_len": t["output_len"],
+                  "ttft_ms": t["ttft_ms"] + 0.25, "tpot_ms": t["tpot_ms"],
+                  "itl_ms": [";".join(f"{x:.9f}" for x in v) for v in t["itl_ms"].to_list()]}).write_csv(path)
+    common = ["--concurrency", "1", "--rounds", "1", "--no-tracking", "--conf-dir", str(tmp_path / "conf"),
+              "--output-dir", str(tmp_path / "out"), "calibration=specsheet", "workload.output_len=16",
+              "calibration.per_request_overhead=0"]
+    assert cli.main([str(path), "--name", "rq", *common]) == 0
+    doc = yaml.safe_load((tmp_path / "conf" / "calibration" / "rq.yaml").read_text())
+    us = float(str(doc["per_request_overhead"]).split()[0])
+    assert us == pytest.approx(3250.0, rel=0.01)
+    OmegaConf.merge(OmegaConf.structured(CalibrationSchema), {k: v for k, v in doc.items() if k != "defaults"})
+    report = next((tmp_path / "out").glob("rq-*")) / "report.md"
+    assert "| per_request_overhead_s | 0.0 us |" in report.read_text()
+    assert cli.main([str(path), "--name", "rq_no", "--fit-request-overhead", "no", "--max-nfev", "5", *common]) == 0
+    doc = yaml.safe_load((tmp_path / "conf" / "calibration" / "rq_no.yaml").read_text())
+    assert str(doc["per_request_overhead"]).startswith("0")
