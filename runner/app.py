@@ -317,11 +317,14 @@ _LISTING_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c",
                   "-cd", "--shell-completion", "-sc", "--experimental-rerun"}
 
 
-share_config_store()
-cache_config_files()
-skip_mode_compose()
-memoize_compose()
-fast_job_yaml()
+#: SIMLLM_HYDRA_SHORTCUTS=0: Hydra's own behaviour throughout (none of the patches above); the
+#: outputs are the same either way (tests/runner/test_faststart.py compares a sweep's files).
+if os.environ.get("SIMLLM_HYDRA_SHORTCUTS", "1") != "0":
+    share_config_store()
+    cache_config_files()
+    skip_mode_compose()
+    memoize_compose()
+    fast_job_yaml()
 schema.register()
 if _may_use_experiments(sys.argv[1:]):
     experiments.register()

@@ -380,3 +380,35 @@ def test_schema_defaults_and_specs_unchanged_without_pint(cfg_of, monkeypatch):
     finally:
         units._convert.cache_clear()
     assert fast == slow
+
+
+@pytest.mark.slow
+def test_basic_sweep_files_identical_without_the_shortcuts(tmp_path):
+    """A basic-sweeper multirun (group and value overrides, an added tag) writes the same files,
+    byte for byte, with the start-up/compose shortcuts and with Hydra's own behaviour
+    (SIMLLM_HYDRA_SHORTCUTS=0); both runs use the same sweep directory (the first is moved away),
+    so only each job's random job_uid differs."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "simllm")
+    args = [exe, "-m", "hardware=h100_sxm,h200", "partition.tp=1,2", "workload.batch_size=3",
+            "+tracking.tags.x=1", "tracking=none", "print_table=false", f"hydra.sweep.dir={tmp_path}/sweep"]
+    out = {}
+    for mode in ("1", "0"):
+        env = {**os.environ, "SIMLLM_HYDRA_SHORTCUTS": mode}
+        subprocess.run(args, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+        shutil.move(tmp_path / "sweep", tmp_path / f"sweep{mode}")
+        out[mode] = tmp_path / f"sweep{mode}"
+    files = sorted(p.relative_to(out["1"]) for p in out["1"].rglob("*") if p.is_file())
+    assert sorted(p.relative_to(out["0"]) for p in out["0"].rglob("*") if p.is_file()) == files
+    assert len([f for f in files if f.name == "config.yaml" and f.parent.name != ".hydra"]) == 4
+    for f in files:
+        a, b = (out["1"] / f).read_bytes(), (out["0"] / f).read_bytes()
+        if f.name == "summary.json":
+            a, b = json.loads(a), json.loads(b)
+            a.pop("job_uid"), b.pop("job_uid")
+        assert a == b, f
