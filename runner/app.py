@@ -158,11 +158,15 @@ def memoize_compose() -> None:
         entry = entries.get(key)
         if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
             return dataclasses.replace(entry[0], config_overrides=values)
-        _LOADED = loaded = []
+        outer = _LOADED       # the files this compose read so far (the primary config), if any
+        if outer is None:
+            _LOADED = []
         try:
             dl = orig_defaults(repo, config_name, groups, prepend_hydra, skip_missing)
         finally:
-            _LOADED = None
+            loaded = list(_LOADED)
+            if outer is None:
+                _LOADED = None
         if dl.config_overrides:   # cannot happen (every value override was taken out): no memo
             return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
         old = entries.pop(key, None)
@@ -182,11 +186,25 @@ def memoize_compose() -> None:
             return cfg
         return copy.deepcopy(entry[2])
 
+    orig_impl = cli.ConfigLoaderImpl._load_configuration_impl
+
+    def load_configuration_impl(self, *args, **kwargs):
+        """Hydra's compose, recording the config files it reads (the primary config is read
+        before the defaults list, and Hydra's per-compose cache does not read it again)."""
+        global _LOADED
+        outer, _LOADED = _LOADED, []
+        try:
+            return orig_impl(self, *args, **kwargs)
+        finally:
+            _LOADED = outer
+
     create_defaults_list._simllm = True
     create_defaults_list._hydra = orig_defaults            # Hydra's own (tests compare with it)
     compose_config_from_defaults_list._hydra = orig_compose
+    load_configuration_impl._hydra = orig_impl
     cli.create_defaults_list = create_defaults_list
     cli.ConfigLoaderImpl._compose_config_from_defaults_list = compose_config_from_defaults_list
+    cli.ConfigLoaderImpl._load_configuration_impl = load_configuration_impl
 
 
 def _plain_ascii(obj) -> bool:

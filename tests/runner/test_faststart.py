@@ -221,6 +221,10 @@ def test_memoised_compose_sees_changed_files_and_store(tmp_path):
     assert first == again == own and "v: 3" in own and "z: 4" in own
     first, again, own = _compose_both(tmp_path, ["g=b"])
     assert first == again == own and "v: 2" in own
+    time.sleep(0.01)
+    (tmp_path / "config.yaml").write_text("defaults:\n  - g: a\n  - _self_\nx: 1\nw: 8\n")  # the primary
+    first, again, own = _compose_both(tmp_path, ["x=7"])
+    assert first == again == own and "w: 8" in own
     ConfigStore.instance().store(group="g", name="c", node={"v": 9})   # a new option in the store
     try:
         first, again, own = _compose_both(tmp_path, ["g=c"])
