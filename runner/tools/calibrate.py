@@ -87,7 +87,9 @@ def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
     out = [f"# Calibration {name}", "",
            f"Data: `{display(m.path)}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
            f"Deployment: {deployment}", "",
-           f"Fit: two stages x {len(fit.history) // 2} rounds, {fit.simulations} DES simulations", "",
+           f"Fit: two stages x {sum(1 for h in fit.history if isinstance(h['round'], int)) // 2} rounds"
+           f"{', valley check' if any(h['round'] == 'valley check' for h in fit.history) else ''}, "
+           f"{fit.simulations} DES simulations", "",
            "## Fitted parameters", "",
            "95 % range: from the Jacobian of the last stage that fitted the parameter "
            "(covariance s^2 (J^T J)^-1, engine/calibration/solve.py); *not pinned*: the data cannot "

@@ -6,8 +6,12 @@ step overhead 2 ms; where the scenario has tails, jitter sigma 0.05 and exponent
 efficiencies at 0.688, where the issue saw them stuck) and re-simulates with noise seed 3, so
 sampling error is part of what the tolerance covers. The expected values are the hidden numbers
 chosen here. For each parameter: recovered within 10 %, or the fit's 95 % range (engine/
-calibration/solve.py) flags it as not pinned by the data; the efficiencies must be pinned on
-every scenario (the point of fitting the p50s first on loaded data).
+calibration/solve.py) flags it as not pinned by the data; the compute efficiency must be pinned
+on every scenario (the point of fitting the p50s first on loaded data), the bandwidth efficiency
+pinned or, if flagged, with the hidden value inside its range: on the Poisson scenarios (no ITLs)
+the valley check (engine/calibration/fit.py ``valley_check``) finds restarts along the
+bandwidth-efficiency / step-overhead valley that fit as well (0.41 fitted better than 0.49 at
+50 % load), so it is flagged there.
 
 Llama-3.1-8B on one H100 (calibration=specsheet), prompts log-normal 128-4096 (mean 1024),
 outputs 64-192: capacity about 21 req/s (a DES rate sweep: 20.4 req/s completed at 32 req/s
@@ -82,8 +86,9 @@ def check(name, hidden, fit):
     print("\n" + table(name, hidden, fit))
     for k in BODY:
         assert fit.start[k] == START[k] != hidden[k]          # it did start elsewhere
-    for k in ("compute_efficiency", "memory_bandwidth_efficiency"):
-        assert fit.ranges[k][3], (k, fit.ranges[k])           # the data pin the efficiencies
+    assert fit.ranges["compute_efficiency"][3], fit.ranges["compute_efficiency"]
+    v, lo, hi, pinned = fit.ranges["memory_bandwidth_efficiency"]    # pinned, or honestly not:
+    assert pinned or lo <= hidden["memory_bandwidth_efficiency"] <= hi, (lo, hi)   # range holds it
     for k, h in hidden.items():
         v, _, _, pinned = fit.ranges[k]
         assert v == fit.params[k]
