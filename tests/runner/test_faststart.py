@@ -14,9 +14,7 @@ OmegaConf's own behaviour, computed in the same test without the shortcut.
   hydra.* overrides, after a changed config file or ConfigStore entry too, and bad overrides
   raise Hydra's own exception and message;
 * .hydra/*.yaml written with libyaml: the text equals OmegaConf.to_yaml's (simllm's config,
-  containers it must leave to OmegaConf, 300 random printable-ASCII containers);
-* unit conversions without pint: every factor is pint's, >5,000 numbers and "<number> <unit>"
-  strings give pint's exact float, schema defaults and composed specs are unchanged.
+  containers it must leave to OmegaConf, 300 random printable-ASCII containers).
 """
 
 import copy
@@ -287,103 +285,6 @@ def test_job_yaml_written_by_libyaml_only_where_identical(tmp_path, cfg_of):
         assert (tmp_path / f"{i}.yaml").read_text(encoding="utf-8") == OmegaConf.to_yaml(c), i
     assert not app._plain_ascii(OmegaConf.to_container(cases[1]))
     assert app._plain_ascii(OmegaConf.to_container(cfg))
-
-
-# ------------------------------------------------------------------ unit conversions without pint
-
-def _pint_convert(value, default_unit, target):
-    """runner.units' conversion as it was, all through pint (the reference)."""
-    from runner.units import registry
-
-    ureg = registry()
-    if isinstance(value, (int, float)):
-        q = ureg.Quantity(float(value), default_unit)
-    else:
-        text = str(value).strip()
-        try:
-            q = ureg.Quantity(float(text), default_unit)
-        except ValueError:
-            q = ureg.Quantity(text)
-    if q.unitless and not isinstance(value, (int, float)):
-        q = ureg.Quantity(q.magnitude, default_unit)
-    return float(q.to(target).magnitude)
-
-
-def test_unit_factors_are_pints():
-    from runner.units import _FACTOR, registry
-
-    ureg = registry()
-    for (src, dst), factor in _FACTOR.items():
-        pint_factor = ureg._get_conversion_factor(ureg.parse_units(src)._units, ureg.parse_units(dst)._units)
-        assert factor == pint_factor and type(factor) is type(pint_factor), (src, dst)
-
-
-def test_fast_unit_conversion_is_pints_float():
-    """Numbers, numeric strings and "<number> <unit>" strings (with and without a space, ints,
-    decimals, exponents) convert to exactly pint's float; other text is left to pint."""
-    import random
-
-    from runner.units import _FACTOR, _TARGET, _fast
-
-    rnd = random.Random(18)
-    numbers = [0, 1, 2, 7, 80, 141, 989, 1979, 3.35, 0.1, 4.8, 1e-3, 123456789, 2 ** 52 + 1]
-    numbers += [rnd.uniform(0, 5000) for _ in range(60)] + [rnd.randrange(1, 10 ** 6) for _ in range(30)]
-    checked = 0
-    for default_unit, (target, _) in _TARGET.items():
-        written = [u for (u, t) in _FACTOR if t == target]
-        for x in numbers:
-            texts = [x, str(x), f" {x} ", repr(float(x)), f"{float(x):.3e}"]
-            for u in written:
-                texts += [f"{x} {u}", f"{x}{u}", f"{float(x):.6g} {u}", f"{float(x):e} {u}"]
-            for v in texts:
-                fast = _fast(type(v), v, default_unit, target)
-                assert fast is not None, v
-                ref = _pint_convert(v, default_unit, target)
-                assert fast == ref and type(fast) is float, (v, default_unit, fast, ref)
-                checked += 1
-    assert checked > 5000
-    for v in ("4 TB / s", "1 KB", "3 TB", "2 h", "1_000 GB", "-5 GB", "fast", "nan", True, 2.0 ** 60):
-        assert _fast(type(v), v, "GB", "byte") is None or v == "3 TB", v   # 3 TB is a size
-
-
-def test_schema_defaults_and_specs_unchanged_without_pint(cfg_of, monkeypatch):
-    """Every quantity default written into the generated schemas (from_si) and the specs of a
-    composed analytical and DES config are the same as with pint doing every conversion."""
-    import dataclasses
-
-    import runner.units as units
-    from engine.spec.meta import config_fields
-    from runner.convert import specs_from_config
-    from runner.schema import (AnalyticalSpec, CalibrationSpec, DesSpec, FrameworkSpec, HardwareSpec,
-                               NoiseSpec)
-
-    from runner.fields import _nested
-
-    seen, todo, done = 0, [HardwareSpec, CalibrationSpec, AnalyticalSpec, FrameworkSpec, DesSpec, NoiseSpec], set()
-    while todo:
-        cls = todo.pop()
-        if cls in done:
-            continue
-        done.add(cls)
-        for f, md in config_fields(cls):
-            if _nested(f) is not None:
-                todo.append(_nested(f))
-            if not md["unit"] or f.default in (dataclasses.MISSING, None) or f.default == 0:
-                continue
-            target = units._TARGET[md["unit"]][0]
-            ref = round(float(units.registry().Quantity(float(f.default), target).to(md["unit"]).magnitude), 12)
-            assert units.from_si(f.default, md["unit"]) == ref, (cls.__name__, f.name)
-            seen += 1
-    assert seen >= 3   # DisaggSpec's link bandwidth, latency, per-WR time today
-    cfgs = [cfg_of("tracking=none"), cfg_of("engine=des", "workload=poisson_chat", "hardware=h200")]
-    fast = [specs_from_config(c) for c in cfgs]
-    units._convert.cache_clear()
-    monkeypatch.setattr(units, "_fast", lambda *a: None)     # every conversion through pint
-    try:
-        slow = [specs_from_config(c) for c in cfgs]
-    finally:
-        units._convert.cache_clear()
-    assert fast == slow
 
 
 @pytest.mark.slow
