@@ -139,18 +139,30 @@ def finish_parent(uri: str, run_id: str, metrics: dict, params: dict, tags: dict
                   status: str = "FINISHED") -> None:
     """Log a parent run's own results (metrics, params, tags, files as artifacts) and end it with
     ``status``; FAILED if logging raises, so it is never left RUNNING."""
+    client = _client(uri)
+
+    def upload():
+        for f in files:
+            _retry(client.log_artifact, run_id, str(f))
+
+    _log_and_end(client, run_id, metrics, params, status, upload, tags)
+
+
+def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, upload,
+                 tags: dict | None = None) -> None:
+    """Log ``tags``, then metrics and params in one batch, call ``upload()`` (the artifacts) and
+    end the run with ``status``; if any of it raises, the run ends FAILED (never left RUNNING)
+    and the error propagates. Shared by job runs and parent runs."""
     from mlflow.entities import Metric, Param
 
-    client = _client(uri)
     try:
         now = int(time.time() * 1000)
-        for k, v in tags.items():
+        for k, v in (tags or {}).items():
             _retry(client.set_tag, run_id, k, str(v)[:5000])
         _retry(client.log_batch, run_id,
                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
                params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()])
-        for f in files:
-            _retry(client.log_artifact, run_id, str(f))
+        upload()
         _retry(client.set_terminated, run_id, status=status)
     except BaseException:
         try:
@@ -210,8 +222,6 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
     is part of a multirun. The run ends with ``status`` (FINISHED, or FAILED for a failed job),
     or FAILED if anything here raises; it is never left RUNNING.
     """
-    from mlflow.entities import Metric, Param
-
     client = _client(uri)
     exp_id = os.environ.get(EXPERIMENT_ENV) or experiment_id(uri, exp_name)
     all_tags = dict(tags)
@@ -224,18 +234,8 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
     all_tags.update(summary_tags)
     run = _retry(client.create_run, exp_id, run_name=run_name, tags=all_tags)
     rid = run.info.run_id
-    try:
-        now = int(time.time() * 1000)
-        _retry(client.log_batch, rid,
-               metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-               params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()])
-        _retry(_log_artifacts, client, uri, run.info.artifact_uri, rid, artifact_dir)
-        _retry(client.set_terminated, rid, status=status)
-    except BaseException:
-        try:
-            client.set_terminated(rid, status="FAILED")
-        finally:
-            raise
+    _log_and_end(client, rid, metrics, params, status,
+                 lambda: _retry(_log_artifacts, client, uri, run.info.artifact_uri, rid, artifact_dir))
     return rid
 
 
