@@ -251,9 +251,9 @@ def joint_ranges(prob: Problem, p: dict, floor: float = 0.03) -> dict:
         return np.concatenate([binned(sim.result.table) / floor,
                                np.nan_to_num(r2, nan=50.0, posinf=50.0, neginf=-50.0)])
 
-    lo = np.concatenate([[np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
-                          BOUNDS["step_overhead_s"][0] * 1e3], np.log([BOUNDS[k][0] for k in STAGE2])])
-    hi = np.concatenate([[0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3], np.log([BOUNDS[k][1] for k in STAGE2])])
+    lo1, hi1 = _box1()
+    lo = np.concatenate([lo1, np.log([BOUNDS[k][0] for k in STAGE2])])
+    hi = np.concatenate([hi1, np.log([BOUNDS[k][1] for k in STAGE2])])
     u = np.clip(np.concatenate([_enc1(p), _enc2(p)]), lo, hi)
     r0 = resid(u)
     jac = fd_jacobian(resid, u, lo, hi, np.array([0.1, 0.1, 0.3, 0.3, 0.3, 0.3]))
@@ -283,9 +283,7 @@ def stage1_medians(prob: Problem, p0: dict, noise: bool = False, max_nfev: int =
     def resid(u):
         return binned(prob.simulate(_dec1(u, p0), noise).result.table)
 
-    lo = np.array([np.log(BOUNDS["compute_efficiency"][0]), np.log(BOUNDS["memory_bandwidth_efficiency"][0]),
-                   BOUNDS["step_overhead_s"][0] * 1e3])
-    hi = np.array([0.0, 0.0, BOUNDS["step_overhead_s"][1] * 1e3])
+    lo, hi = _box1()
     u0 = np.clip(_enc1(p0), lo + 1e-9, hi - 1e-9)
     fit = least_squares_fit(resid, STAGE1, lo, hi, u0, method="nelder-mead",
                             simplex_step=np.array([0.15, 0.15, 0.3]), xatol=0.005, fatol=1e-5,
