@@ -1,6 +1,7 @@
 """Composed config -> engine specs, once, at the boundary: each group by its spec's field metadata
 (runner.fields.from_mapping; quantities become SI floats here, with pint)."""
 
+import copy
 from dataclasses import fields
 from pathlib import Path
 
@@ -44,6 +45,52 @@ def model_spec(cfg: DictConfig) -> ModelSpec:
     if m.get("num_params") is not None:
         m["num_params"] = float(m["num_params"])
     return ModelSpec(**m)
+
+
+_DRAFT_KEY = "engine.analytical.spec_decode.draft_model"
+
+
+def resolved_config(cfg: DictConfig) -> DictConfig:
+    """The config as the engine will see it, so that the record (printed table, config.yaml,
+    MLflow params, run name) names what was computed:
+
+    - ``model.hf_config``: the JSON's architecture fields and name replace the option's
+      (``engine.ingest.hf_config.apply_hf_config``, the same mapping ``model_spec`` applies), and
+      ``model.source`` names the JSON;
+    - a vendor spelling of a draft model (``Meta-Llama-3.1-8B``) becomes its conf/model option.
+
+    Returns ``cfg`` itself when nothing changes, else a changed copy (``cfg`` is left alone: a
+    sweeper may share it between jobs). Raises SpecError for an unreadable config.json."""
+    out = cfg
+    hf = OmegaConf.select(cfg, "model.hf_config")
+    if hf:
+        from engine.ingest.hf_config import apply_hf_config
+
+        model = apply_hf_config(OmegaConf.to_container(cfg.model, resolve=True), hf)
+        model["source"] = str(hf)
+        out = copy.deepcopy(cfg)
+        for k, v in model.items():
+            if k in out.model and out.model[k] != v:
+                out.model[k] = v
+    draft = OmegaConf.select(cfg, _DRAFT_KEY)
+    opt = draft_option(draft) if draft else None
+    if opt and opt != draft:
+        out = copy.deepcopy(cfg) if out is cfg else out
+        OmegaConf.update(out, _DRAFT_KEY, opt)
+    return out
+
+
+def draft_option(name: str) -> str:
+    """A draft-model name as ``engine.analytical.specdec.load_model`` takes it: a file path or a
+    conf/model option stays; a vendor spelling of a shipped model (``meta-llama/Llama-3.1-8B``)
+    becomes its option (runner.tools.rowgrammar.resolve_model); anything else stays (the engine
+    names it in its error)."""
+    from runner.tools.rowgrammar import resolve_model
+
+    if Path(name).suffix in (".json", ".yaml", ".yml") or (_ROOT / "conf" / "model" / f"{name}.yaml").is_file():
+        return name
+    opt, _, quant = resolve_model(name)
+    return opt if opt and not quant else name
 
 
 def _overlap(value) -> float:
@@ -151,4 +198,4 @@ def des_spec(cfg: DictConfig):
     return from_mapping(DesSpec, OmegaConf.to_container(node, resolve=True), "engine.des")
 
 
-__all__ = ["specs_from_config", "des_spec", "SpecError"]
+__all__ = ["specs_from_config", "resolved_config", "des_spec", "SpecError"]
