@@ -351,8 +351,20 @@ if _GC_ON:
     gc.enable()
 
 
+def main() -> None:
+    """The console script: a vendor spelling of an option (``model=Meta-Llama-3.1-8B``) stops with
+    one line naming the option (runner.convert.misspelt_option, exit 2); else the Hydra app."""
+    from runner.convert import misspelt_option
+
+    msg = misspelt_option(sys.argv[1:])
+    if msg:
+        print(f"simllm: error: {msg}", file=sys.stderr)
+        sys.exit(2)
+    hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     execute(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task), multirun=multirun,

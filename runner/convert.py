@@ -93,6 +93,47 @@ def draft_option(name: str) -> str:
     return opt if opt and not quant else name
 
 
+def misspelt_option(args) -> str | None:
+    """One line for a command line whose ``model=``, ``hardware=`` or ``framework=`` names no option
+    of conf/ but a known spelling of one (``model=Meta-Llama-3.1-8B``: ``model=llama_3_1_8b``;
+    ``hardware=H100-SXM5-80GB``: ``hardware=h100_sxm``; runner.tools.rowgrammar's aliases, else the
+    closest option name), else None (Hydra reports anything else itself). Sweeps are checked
+    value by value; a command line that adds config directories or search paths is not checked."""
+    import difflib
+
+    from runner.tools import rowgrammar as rg
+
+    if any(a.startswith(("-cp", "-cd", "-cn", "--config")) or "searchpath" in a for a in args):
+        return None
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        group = key.lstrip("+")
+        if not sep or group not in ("model", "hardware", "framework") or "(" in value:
+            continue
+        options = sorted(f.stem for f in (_ROOT / "conf" / group).glob("*.yaml"))
+        for v in (x.strip() for x in value.split(",")):
+            if not v or v in options:
+                continue
+            if group == "model":
+                opt, _, quant = rg.resolve_model(v)
+                hint = (f"; its {quant} checkpoint: model={opt} with model.weight_dtype={quant}"
+                        if opt and quant else "")
+            elif group == "hardware":
+                opt, hint = rg.resolve_hardware(v), ""
+                opt = opt if isinstance(opt, str) else None
+            else:
+                opt, hint = rg.pick_framework(v, "")[0], ""
+                opt = opt if opt != "generic" or "generic" in v.lower() else None
+            why = "the same model" if group == "model" else f"that {group}"
+            if opt is None:
+                close = difflib.get_close_matches(v.lower().replace("-", "_"), options, n=1, cutoff=0.75)
+                if not close:
+                    continue
+                opt, why = close[0], "the closest name"
+            return f"{key}={v}: no conf/{group} option '{v}'; {why} is the option {group}={opt}{hint}"
+    return None
+
+
 def _overlap(value) -> float:
     """engine.analytical.overlap: none -> 0, full -> 1, or a fraction in [0, 1]."""
     words = {"none": 0.0, "full": 1.0}

@@ -223,6 +223,11 @@ def resolve_model(name: str, configs: dict | None = None):
     for key, path in (configs or {}).items():
         if canonical_model(key)[0] == canon:
             return None, path, quant
+    exact = re.sub(r"[\s.-]+", "_", (name or "").strip().lower())
+    if exact and (CONF / "model" / f"{exact}.yaml").is_file():   # the option's own name
+        return exact, None, ""
+    # option-style separators in a version ('llama_3_1_8b', 'qwen2_5_72b') read as a dotted one
+    canon = re.sub(r"(llama-\d|qwen-?\d)-(\d)-(\d+b)", r"\1.\2-\3", canon)
     opt = next((o for pat, o in MODEL_ALIASES if re.search(pat, canon)), None)
     if opt is not None and not (CONF / "model" / f"{opt}.yaml").is_file():
         opt = None
