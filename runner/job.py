@@ -232,50 +232,68 @@ def run_name(cfg: DictConfig | dict) -> str:
         f":tp{cfg['partition']['tp']}:b{cfg['workload']['batch_size']}")
 
 
+def run_fields(tracking_cfg, job_dir: Path, doc: dict, cfg: DictConfig | dict | None = None) -> dict:
+    """What a job directory logs to MLflow, read back from the directory (summary.json ``doc``,
+    config.yaml unless ``cfg`` is given): run_name, params, summary, tags and the final status
+    (FAILED where the job left error.txt). Used by a job and by ``simllm-sync`` alike."""
+    from runner import tracking
+
+    if cfg is None:
+        cfg = OmegaConf.load(job_dir / outputs.CONFIG)
+    tags = {"simllm.engine": doc["engine"], "simllm.version": doc["simllm_version"],
+            "simllm.git_commit": doc["git_commit"], "simllm.config_hash": doc["config_hash"],
+            "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
+            "simllm.job_uid": doc["job_uid"],
+            **{str(k): str(v) for k, v in (tracking_cfg.get("tags") or {}).items()}}
+    try:
+        ident = doc.get("identity") or identity(cfg, doc.get("overrides"))
+    except Exception:  # noqa: BLE001 - a failed job's config may not resolve; its tags stay plain
+        ident = {}
+    tags.update({f"simllm.{k}": str(v) for k, v in ident.items() if v is not None})
+    if doc.get("parent_run_id"):
+        tags["mlflow.parentRunId"] = doc["parent_run_id"]
+    if doc.get("sweep_id"):
+        tags["simllm.sweep_id"] = doc["sweep_id"]
+    status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
+    swept = os.environ.get(tracking.PARAM_KEYS_ENV)
+    return {"run_name": run_name(cfg, doc.get("overrides"), ident), "params": run_params(cfg, json.loads(swept) if swept else None),
+            "summary": doc.get("summary", {}), "tags": tags, "status": status}
+
+
 def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
                   cfg: DictConfig | dict | None = None, fresh: bool = False) -> str | None:
     """Log a complete job directory (summary.json + files) to MLflow; returns the run id.
 
-    Everything logged is read back from the directory, so a job logs the same way now or later
-    from ``simllm-sync``. Idempotent: a directory whose job_uid is already in the experiment is
-    not logged twice (``fresh=True``: the directory was just written with a new job_uid, so the
-    look-up is skipped). ``cfg``: the job's config when at hand (else read from config.yaml).
-    If tracking fails the job still succeeds: a pending_sync.json marker is left for
-    ``simllm-sync`` and the job says so.
+    Everything logged is read back from the directory (``run_fields``), so a job logs the same
+    way now or later from ``simllm-sync``. Idempotent: a directory whose job_uid already has a
+    FINISHED run in the experiment is not logged twice (``fresh=True``: the directory was just
+    written with a new job_uid, so the look-up is skipped). ``cfg``: the job's config when at hand
+    (else read from config.yaml). If tracking fails the job still succeeds: a pending_sync.json
+    marker is left for ``simllm-sync``. A store known to be unreachable (the sweep's probe, or an
+    earlier job of the sweep, found it down: ``tracking.down_reason``) is not tried again, and is
+    reported once per sweep, not once per job.
     """
     from runner import tracking
 
     doc = json.loads((job_dir / outputs.SUMMARY).read_text())
     uri, exp = tracking_cfg.uri, tracking_cfg.experiment
     try:
-        if os.environ.get(tracking.DOWN_ENV) and not quiet:
-            raise ConnectionError(f"tracking unavailable at sweep start: {os.environ[tracking.DOWN_ENV]}")
+        down = None if quiet else tracking.down_reason(uri)
+        if down:
+            raise down
         existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"])
         if existing is not None:
             (job_dir / PENDING).unlink(missing_ok=True)
             return existing.info.run_id
-        if cfg is None:
-            cfg = OmegaConf.load(job_dir / outputs.CONFIG)
-        tags = {"simllm.engine": doc["engine"], "simllm.version": doc["simllm_version"],
-                "simllm.git_commit": doc["git_commit"], "simllm.config_hash": doc["config_hash"],
-                "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
-                "simllm.job_uid": doc["job_uid"],
-                **{str(k): str(v) for k, v in (tracking_cfg.get("tags") or {}).items()}}
-        if doc.get("parent_run_id"):
-            tags["mlflow.parentRunId"] = doc["parent_run_id"]
-        if doc.get("sweep_id"):
-            tags["simllm.sweep_id"] = doc["sweep_id"]
-        status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
-        swept = os.environ.get(tracking.PARAM_KEYS_ENV)
-        params = run_params(cfg, json.loads(swept) if swept else None)
-        rid = tracking.log_job(uri, exp, run_name(cfg), params,
-                               doc.get("summary", {}), tags, job_dir, status=status)
+        f = run_fields(tracking_cfg, job_dir, doc, cfg)
+        rid = tracking.log_job(uri, exp, f["run_name"], f["params"], f["summary"], f["tags"],
+                               job_dir, status=f["status"])
         (job_dir / PENDING).unlink(missing_ok=True)
         return rid
     except Exception as e:  # noqa: BLE001 - tracking must never lose a computed result
         outputs.write_json(job_dir / PENDING, {"uri": uri, "experiment": exp,
                                                "error": f"{type(e).__name__}: {e}"})
-        if not quiet:
+        if not quiet and tracking.first_report(e, uri):
             print(f"simllm: warning: MLflow logging to {uri} failed ({type(e).__name__}: {e}); "
                   f"results are in {job_dir}; run `simllm-sync {job_dir}` once it is back",
                   file=sys.stderr)

@@ -9,9 +9,17 @@ Every call that writes goes through ``_retry``: SQLite stores shared by parallel
 "database is locked" under contention, and a tracking server can drop a request; both are retried
 with exponential backoff before the job gives up on tracking (its files stay on disk, marked for
 ``simllm-sync``).
+
+A store that cannot be reached is found out once, quickly: ``probe`` (one request, a few
+seconds' timeout, no retries) runs once per sweep (the callback) or per single-run process, and
+MLflow's own HTTP retries are bounded here (2 retries, backoff factor 1, 20 s timeout unless the
+user set MLFLOW_HTTP_REQUEST_*; MLflow's defaults wait ~4 minutes per call). A job of a sweep
+whose store went away leaves ``.tracking_down.json`` in the sweep directory; the later jobs read
+it (``down_reason``) and write their pending markers at once, without trying.
 """
 
 import functools
+import json
 import os
 import random
 import time
@@ -20,6 +28,11 @@ from pathlib import Path
 # MLflow's usage telemetry posts to a remote endpoint from every client call: off unless the user
 # has chosen otherwise (it costs time per call and cluster nodes are often offline).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+#: Bounded HTTP retries: MLflow's defaults (7 retries, backoff factor 2, 120 s per request) keep a
+#: job ~2-4 minutes on each call to a dead server. A user's own settings win.
+for _k, _v in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+    os.environ.setdefault(_k, _v)
 
 #: The default tracking store (relative to the working directory), unless $MLFLOW_TRACKING_URI is
 #: set: conf/tracking/mlflow.yaml and every tool's --uri/--tracking-uri default are this.
@@ -35,6 +48,13 @@ DOWN_ENV = "SIMLLM_TRACKING_DOWN"
 #: Set by the batched sweeper with ``hydra.sweeper.log_params=swept``: a JSON list of the swept
 #: override keys; a job then logs only the params under them (and every ``*.name``).
 PARAM_KEYS_ENV = "SIMLLM_PARAM_KEYS"
+#: Set by the sweep callback when its probe reached the store: the jobs do not probe again.
+PROBED_ENV = "SIMLLM_TRACKING_PROBED"
+#: Left in the sweep directory by the first job that found the store unreachable mid-sweep (or by
+#: the callback): {"uri", "error"}. Later jobs of the sweep do not try the store.
+DOWN_MARKER = ".tracking_down.json"
+#: Seconds the probe waits for the store to answer ($SIMLLM_TRACKING_PROBE_TIMEOUT_S).
+PROBE_TIMEOUT_S = 3.0
 
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000
@@ -44,6 +64,138 @@ _RETRIES = 8
 def default_uri() -> str:
     """$MLFLOW_TRACKING_URI, else DEFAULT_URI."""
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+class TrackingDown(ConnectionError):
+    """The tracking store is known to be unreachable (``announced``: already reported once)."""
+
+    def __init__(self, reason: str, announced: bool = True):
+        super().__init__(reason)
+        self.announced = announced
+
+
+#: Default ports of the database schemes a probe opens a TCP connection to.
+_DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+#: Probe results of this process, by URI (a single run probes once).
+_PROBED: dict = {}
+
+
+def probe(uri: str, timeout_s: float | None = None) -> str | None:
+    """One quick reachability check of a tracking store: None when it answers, else the reason.
+
+    http(s): one GET of the experiments-search endpoint with a ``timeout_s`` timeout (default
+    $SIMLLM_TRACKING_PROBE_TIMEOUT_S or 3 s) and no retries; any HTTP answer but 502/503/504 (a
+    proxy whose backend is gone) counts as reachable, as does a TLS error (the server answered;
+    MLflow's own client then reports it). A database URI (postgresql, mysql, mssql): a TCP connect
+    to its host and port. sqlite: opening (creating, migrating) the store. Anything else: None.
+    """
+    from urllib.parse import urlsplit
+
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("SIMLLM_TRACKING_PROBE_TIMEOUT_S") or PROBE_TIMEOUT_S)
+    scheme = uri.split(":", 1)[0].lower()
+    try:
+        if scheme in ("http", "https"):
+            import requests
+
+            url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search"
+            try:
+                r = requests.get(url, params={"max_results": 1}, timeout=timeout_s)
+            except requests.exceptions.SSLError:
+                return None
+            if r.status_code in (502, 503, 504):
+                return f"HTTP {r.status_code} from {uri}"
+            return None
+        base = scheme.split("+", 1)[0]
+        if base in _DB_PORTS:
+            import socket
+
+            parts = urlsplit(uri)
+            with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or _DB_PORTS[base]),
+                                          timeout=timeout_s):
+                return None
+        if scheme == "sqlite":
+            _client(uri)
+        return None
+    except Exception as e:  # noqa: BLE001 - any failure to reach it is the answer
+        return f"{type(e).__name__}: {e}"[:500]
+
+
+def _sweep_dir() -> Path | None:
+    d = os.environ.get(SWEEP_ENV)
+    return Path(d) if d else None
+
+
+def down_reason(uri: str) -> "TrackingDown | None":
+    """Is the store at ``uri`` known to be unreachable? A TrackingDown to raise, else None.
+
+    In a sweep: the callback's probe failed ($SIMLLM_TRACKING_DOWN) or an earlier job left
+    DOWN_MARKER in the sweep directory (both already reported: ``announced``). Elsewhere (a
+    single run, a sweep whose callback did not probe this URI): one ``probe`` per process and URI,
+    reported by the caller (``announced=False``)."""
+    if os.environ.get(DOWN_ENV):
+        return TrackingDown(f"tracking unavailable at sweep start: {os.environ[DOWN_ENV]}")
+    sweep = _sweep_dir()
+    if sweep is not None and (sweep / DOWN_MARKER).exists():
+        try:
+            err = json.loads((sweep / DOWN_MARKER).read_text()).get("error", "?")
+        except (OSError, ValueError):
+            err = "?"
+        return TrackingDown(f"tracking became unavailable during the sweep: {err}")
+    if os.environ.get(PROBED_ENV) == uri:
+        return None
+    if uri not in _PROBED:
+        _PROBED[uri] = probe(uri)
+    return TrackingDown(_PROBED[uri], announced=False) if _PROBED[uri] else None
+
+
+def mark_down(sweep_dir: Path, uri: str, error: str) -> bool:
+    """Leave DOWN_MARKER in ``sweep_dir``; True if this call created it (the one to report it)."""
+    try:
+        fd = os.open(sweep_dir / DOWN_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    with os.fdopen(fd, "w") as f:
+        json.dump({"uri": uri, "error": error[:500]}, f)
+    return True
+
+
+def clear_down(sweep_dir: Path) -> None:
+    (Path(sweep_dir) / DOWN_MARKER).unlink(missing_ok=True)
+
+
+def unreachable(e: BaseException) -> bool:
+    """Does this error say the store cannot be reached (refused, timed out, name not resolved,
+    retries exhausted, 502-504), rather than that one request was wrong?"""
+    seen = 0
+    while e is not None and seen < 8:
+        name = type(e).__name__
+        text = str(e).lower()
+        if isinstance(e, (ConnectionError, TimeoutError)) or name in (
+                "ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout", "MaxRetryError",
+                "NewConnectionError", "ProtocolError", "RemoteDisconnected"):
+            return True
+        if any(t in text for t in ("max retries exceeded", "connection refused", "failed to establish",
+                                   "timed out", "name or service not known", "connection aborted",
+                                   "temporary failure in name resolution", "too many 50",
+                                   "could not connect to server", "connection reset")):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+def first_report(e: BaseException, uri: str = "") -> bool:
+    """Should a job say that its logging failed with ``e``? Not when the failure was already
+    reported for its sweep (a TrackingDown announced); a store found unreachable mid-sweep is
+    reported by the job that finds it first (which leaves DOWN_MARKER for the others)."""
+    if isinstance(e, TrackingDown):
+        return not e.announced
+    sweep = _sweep_dir()
+    if sweep is None or not unreachable(e):
+        return True
+    return mark_down(sweep, uri, f"{type(e).__name__}: {e}")
 
 
 def _transient(e: Exception) -> bool:
@@ -150,18 +302,17 @@ def finish_parent(uri: str, run_id: str, metrics: dict, params: dict, tags: dict
 
 def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, upload,
                  tags: dict | None = None) -> None:
-    """Log ``tags``, then metrics and params in one batch, call ``upload()`` (the artifacts) and
-    end the run with ``status``; if any of it raises, the run ends FAILED (never left RUNNING)
-    and the error propagates. Shared by job runs and parent runs."""
-    from mlflow.entities import Metric, Param
+    """Log metrics, params and ``tags`` in one batch, call ``upload()`` (the artifacts) and end
+    the run with ``status``; if any of it raises, the run ends FAILED (never left RUNNING) and the
+    error propagates. Shared by job runs and parent runs."""
+    from mlflow.entities import Metric, Param, RunTag
 
     try:
         now = int(time.time() * 1000)
-        for k, v in (tags or {}).items():
-            _retry(client.set_tag, run_id, k, str(v)[:5000])
         _retry(client.log_batch, run_id,
                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-               params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()])
+               params=[Param(k, str(v)[:_MAX_PARAM]) for k, v in params.items()],
+               tags=[RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()])
         upload()
         _retry(client.set_terminated, run_id, status=status)
     except BaseException:
@@ -173,6 +324,9 @@ def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, 
 
 def finished_hashes(uri: str, exp_name: str) -> set[str]:
     """Config hashes of the FINISHED runs of an experiment (for resume)."""
+    down = down_reason(uri)
+    if down:
+        raise down
     client = _client(uri)
     exp = _retry(client.get_experiment_by_name, exp_name)
     if exp is None:
@@ -190,14 +344,30 @@ def finished_hashes(uri: str, exp_name: str) -> set[str]:
 
 
 def run_with_uid(uri: str, exp_name: str, job_uid: str):
-    """The run already logged for a job directory (tag simllm.job_uid), or None."""
+    """The FINISHED run already logged for a job directory (tag simllm.job_uid), or None. A
+    FAILED or RUNNING run with the uid (an upload that broke off) does not count as logged."""
     client = _client(uri)
     exp = _retry(client.get_experiment_by_name, exp_name)
     if exp is None:
         return None
     runs = _retry(client.search_runs, [exp.experiment_id],
-                  filter_string=f"tags.`simllm.job_uid` = '{job_uid}'", max_results=1)
+                  filter_string=f"tags.`simllm.job_uid` = '{job_uid}' and attributes.status = 'FINISHED'",
+                  max_results=1)
     return runs[0] if runs else None
+
+
+def runs_tagged(uri: str, exp_id: str, key: str, value: str) -> list:
+    """All runs of experiment ``exp_id`` whose tag ``key`` is ``value`` (paged; MLflow Run objects)."""
+    client = _client(uri)
+    value = value.replace("'", "\\'")
+    out, token = [], None
+    while True:
+        page = _retry(client.search_runs, [exp_id], filter_string=f"tags.`{key}` = '{value}'",
+                      max_results=5000, page_token=token)
+        out += list(page)
+        token = page.token
+        if not token:
+            return out
 
 
 def _split_summary(summary: dict):
@@ -222,7 +392,6 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
     is part of a multirun. The run ends with ``status`` (FINISHED, or FAILED for a failed job),
     or FAILED if anything here raises; it is never left RUNNING.
     """
-    client = _client(uri)
     exp_id = os.environ.get(EXPERIMENT_ENV) or experiment_id(uri, exp_name)
     all_tags = dict(tags)
     parent = os.environ.get(PARENT_ENV)
@@ -230,12 +399,28 @@ def log_job(uri: str, exp_name: str, run_name: str, params: dict, summary: dict,
         all_tags.setdefault("mlflow.parentRunId", parent)
     if os.environ.get(SWEEP_ENV):
         all_tags.setdefault("simllm.sweep_id", os.environ[SWEEP_ENV])
+    return log_run(uri, exp_id, run_name, params, summary, all_tags, artifact_dir, status)
+
+
+def log_run(uri: str, exp_id: str, run_name: str, params: dict, summary: dict, tags: dict,
+            artifact_dir: Path, status: str = "FINISHED", run_id: str | None = None) -> str:
+    """Log one run in experiment ``exp_id`` exactly as given (no environment read): a new run, or
+    ``run_id``, an existing run of the same job to complete (an upload that broke off: its params
+    have the same values, artifacts are written again). Four requests and the artifacts; the run
+    ends with ``status``, or FAILED if anything raises."""
+    client = _client(uri)
     metrics, summary_tags = _split_summary(summary)
-    all_tags.update(summary_tags)
-    run = _retry(client.create_run, exp_id, run_name=run_name, tags=all_tags)
+    all_tags = {**tags, **summary_tags}
+    if run_id is None:
+        run = _retry(client.create_run, exp_id, run_name=run_name, tags=all_tags)
+        later_tags = None
+    else:
+        run = _retry(client.get_run, run_id)
+        later_tags = {**all_tags, "mlflow.runName": run_name}
     rid = run.info.run_id
     _log_and_end(client, rid, metrics, params, status,
-                 lambda: _retry(_log_artifacts, client, uri, run.info.artifact_uri, rid, artifact_dir))
+                 lambda: _retry(_log_artifacts, client, uri, run.info.artifact_uri, rid, artifact_dir),
+                 later_tags)
     return rid
 
 
