@@ -245,18 +245,13 @@ def run_fields(tracking_cfg, job_dir: Path, doc: dict, cfg: DictConfig | dict | 
             "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
             "simllm.job_uid": doc["job_uid"],
             **{str(k): str(v) for k, v in (tracking_cfg.get("tags") or {}).items()}}
-    try:
-        ident = doc.get("identity") or identity(cfg, doc.get("overrides"))
-    except Exception:  # noqa: BLE001 - a failed job's config may not resolve; its tags stay plain
-        ident = {}
-    tags.update({f"simllm.{k}": str(v) for k, v in ident.items() if v is not None})
     if doc.get("parent_run_id"):
         tags["mlflow.parentRunId"] = doc["parent_run_id"]
     if doc.get("sweep_id"):
         tags["simllm.sweep_id"] = doc["sweep_id"]
     status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
     swept = os.environ.get(tracking.PARAM_KEYS_ENV)
-    return {"run_name": run_name(cfg, doc.get("overrides"), ident), "params": run_params(cfg, json.loads(swept) if swept else None),
+    return {"run_name": run_name(cfg), "params": run_params(cfg, json.loads(swept) if swept else None),
             "summary": doc.get("summary", {}), "tags": tags, "status": status}
 
 
