@@ -129,6 +129,7 @@ class Problem:
         self.meas_tpot = t["tpot_ms"].fill_null(np.nan).to_numpy()[order].astype(float)
         self.targets = {k: m.quantile(k[0], k[1]) for k in TARGETS}
         self.calls = 0
+        self.on_simulation = None     # called with the count before each simulation (progress)
         #: each request's median inter-token gap [ms] (stream order; NaN where unknown), when the
         #: measurement has per-request gaps for at least 5 requests; else None
         itl50 = None if m.itl_p50_ms is None else np.asarray(m.itl_p50_ms, float)[order]
@@ -140,6 +141,8 @@ class Problem:
         """SimResult of the measured stream under parameters ``p`` (with per-token times if
         ``token_times`` and the measurement has per-request gaps)."""
         self.calls += 1
+        if self.on_simulation is not None:
+            self.on_simulation(self.calls)
         des = self._des_tt if token_times and self._des_tt is not None else self.des
         return self._simulate(with_params(self.specs, p, noise), des, stream=self.stream)
 
@@ -556,15 +559,18 @@ def shares_batches(prob: Problem, threshold: float = 0.05) -> bool:
 
 
 def calibrate(specs: Specs, des, m: Measurement, start: dict | None = None, rounds: int = 2,
-              max_nfev: int = 60, request_overhead: str | bool = "auto") -> FitResult:
+              max_nfev: int = 60, request_overhead: str | bool = "auto",
+              on_simulation=None) -> FitResult:
     """Two-stage fit of ``PARAMS`` to measurement ``m`` on the deployment (specs, des), starting
     from ``start`` (default: the parameters in ``specs``).
 
     ``request_overhead``: also fit the per-request overhead (``REQUEST_OVERHEAD``, a fourth
     stage-1 parameter) - True, False, or "auto": when the measurement has each request's ITLs
     (``stage1``: the decode steps then pin the step overhead, and the constant left in TTFT is
-    the per-request one). Not fitted, it stays at the deployment's value and is not reported."""
+    the per-request one). Not fitted, it stays at the deployment's value and is not reported.
+    ``on_simulation(n)``, if given, is called before the n-th DES run (a progress bar)."""
     prob = Problem(specs, des, m)
+    prob.on_simulation = on_simulation
     p0 = dict(start or params_of(specs))
     itl50 = prob.target(("itl_ms", 50.0))
     medians = not (np.isfinite(itl50) and itl50 > 0) or shares_batches(prob)

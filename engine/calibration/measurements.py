@@ -33,6 +33,7 @@ A malformed file raises MeasurementError naming the file, the record and the fie
 
 import csv
 import hashlib
+import inspect
 import json
 import math
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class MeasurementError(SpecError):
         self.path, self.record = str(path), record
         where = f"{path}: record {record}: field '{field_name}'" if record is not None else \
             f"{path}: field '{field_name}'"
+        if isinstance(value, str) and len(value) > 80:   # a 100 kB cell stays a one-line message
+            value = f"{value[:40]}... ({len(value)} characters)"
         super().__init__(where, value, expected)
 
 
@@ -155,6 +158,10 @@ def read_vllm(path) -> Measurement:
                                    f"{n} entries, one per request like input_lens")
     errors = doc.get("errors") or [""] * n
     starts = doc.get("start_times")
+    for key, v in (("errors", errors), ("start_times", starts)):
+        if v is not None and (not isinstance(v, list) or len(v) != n):
+            raise MeasurementError(path, None, key, f"{len(v)} entries" if isinstance(v, list) else
+                                   type(v).__name__, f"a list of {n} entries, one per request like input_lens")
     rows, itls = [], []
     for i in range(n):
         if errors[i]:
@@ -230,13 +237,17 @@ def read_genai_perf(path, input_len: int | None = None, experiment: int = 0) -> 
     exps = _get(path, None, doc, "experiments", "a list of experiments (genai-perf profile_export.json)")
     if not isinstance(exps, list) or not exps:
         raise MeasurementError(path, None, "experiments", exps, "a non-empty list")
-    if experiment >= len(exps):
+    if input_len is not None:
+        input_len = _num(path, None, "input_len", input_len, integer=True, positive=True)
+    if not isinstance(experiment, int) or not 0 <= experiment < len(exps):
         raise MeasurementError(path, None, "experiments", f"{len(exps)} experiments",
                                f"an experiment number {experiment}")
     exp = exps[experiment]
     mode = _get(path, None, _get(path, None, exp, "experiment"), "mode")
     value = _get(path, None, exp["experiment"], "value")
     reqs = _get(path, None, exp, "requests")
+    if not isinstance(reqs, list):
+        raise MeasurementError(path, None, "requests", type(reqs).__name__, "a list of requests")
     rows, itls, notes = [], [], []
     t0 = None
     for i, r in enumerate(reqs):
@@ -302,11 +313,13 @@ def _guidellm_tokens(path, i, r, key, metrics):
 def read_guidellm(path, benchmark: int = 0) -> Measurement:
     doc = _load_json(path)
     benches = _get(path, None, doc, "benchmarks", "a list of benchmarks (GuideLLM report)")
-    if not isinstance(benches, list) or not benches or benchmark >= len(benches):
+    if not isinstance(benches, list) or not isinstance(benchmark, int) or not 0 <= benchmark < len(benches):
         raise MeasurementError(path, None, "benchmarks", f"{len(benches) if isinstance(benches, list) else benches}",
                                f"a list holding benchmark number {benchmark}")
     b = benches[benchmark]
     reqs = _get(path, None, _get(path, None, b, "requests"), "successful")
+    if not isinstance(reqs, list):
+        raise MeasurementError(path, None, "requests.successful", type(reqs).__name__, "a list of requests")
     rows = []
     for i, r in enumerate(reqs):
         inp = _num(path, i, "prompt_tokens", _guidellm_tokens(path, i, r, "prompt_tokens", "input_metrics"),
@@ -346,7 +359,27 @@ def read_guidellm(path, benchmark: int = 0) -> Measurement:
 
 
 # ------------------------------------------------------------------------------------- CSV
+#: Largest CSV cell [characters]: an ``itl_ms`` list of a long output (32k tokens) runs past the
+#: csv module's 128 KiB default.
+CSV_FIELD_LIMIT = 64 << 20
+
+
 def read_csv(path, workload: dict | None = None) -> Measurement:
+    if not Path(path).is_file():
+        raise MeasurementError(path, None, "path", str(path), "an existing file")
+    limit = csv.field_size_limit(CSV_FIELD_LIMIT)
+    try:
+        return _read_csv(path, workload)
+    except UnicodeDecodeError as e:
+        raise MeasurementError(path, None, "(file)", f"byte {e.object[e.start:e.start + 1]!r} at offset "
+                               f"{e.start}", "UTF-8 text (save the CSV as UTF-8)") from None
+    except csv.Error as e:
+        raise MeasurementError(path, None, "(file)", str(e), "a well-formed CSV table") from None
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _read_csv(path, workload: dict | None) -> Measurement:
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         cols = reader.fieldnames or []
@@ -427,7 +460,18 @@ def read_measurement(path, fmt: str = "auto", **kw) -> Measurement:
                "csv": read_csv}
     if fmt not in readers:
         raise MeasurementError(path, None, "format", fmt, "auto or one of " + ", ".join(FORMATS))
-    return readers[fmt](path, **kw)
+    accepted = [k for k in inspect.signature(readers[fmt]).parameters if k != "path"]
+    for k, v in kw.items():
+        if k not in accepted:
+            users = [f for f, r in readers.items() if k in inspect.signature(r).parameters]
+            raise MeasurementError(path, None, k, v, f"no {k} for {fmt} data (only for "
+                                   f"{' or '.join(users) or 'no format'}; {fmt} takes "
+                                   f"{', '.join(accepted) or 'no options'})")
+    m = readers[fmt](path, **kw)
+    if len(m) == 0:
+        raise MeasurementError(path, None, "requests", 0, f"at least one successful request "
+                               f"({fmt} data with every request errored, or none recorded)")
+    return m
 
 
 def request_stream(m: Measurement, seed: int = 0):

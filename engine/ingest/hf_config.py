@@ -89,8 +89,14 @@ def _get(cfg: dict, path: str, keys, *, default=None, required=True):
 
 def load(path) -> dict:
     """Read a config.json (a text-config nested under ``text_config`` is taken as the model)."""
-    cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-    if "text_config" in cfg and "num_hidden_layers" not in cfg:
+    try:
+        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:      # JSONDecodeError is a ValueError
+        raise SpecError(str(path), f"not JSON ({str(e)[:80]})", "a HuggingFace config.json "
+                        "(a JSON object)") from None
+    if not isinstance(cfg, dict):
+        raise SpecError(str(path), f"a JSON {type(cfg).__name__}", "a HuggingFace config.json (a JSON object)")
+    if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" not in cfg:
         cfg = {**cfg["text_config"], "_outer_model_type": cfg.get("model_type")}
     return cfg
 
@@ -108,9 +114,16 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
             notes[fld] = k
         return v
 
-    f["num_layers"] = int(take("num_layers", ("num_hidden_layers", "n_layer", "num_layers")))
-    f["hidden_size"] = int(take("hidden_size", ("hidden_size", "n_embd", "d_model")))
-    f["num_heads"] = int(take("num_heads", ("num_attention_heads", "n_head")))
+    def count(fld, keys):
+        """A required positive integer (a count of layers, a width, heads)."""
+        v = take(fld, keys)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
+            raise SpecError(f"{path}: {notes.get(fld, keys[0])}", v, "a positive integer")
+        return int(v)
+
+    f["num_layers"] = count("num_layers", ("num_hidden_layers", "n_layer", "num_layers"))
+    f["hidden_size"] = count("hidden_size", ("hidden_size", "n_embd", "d_model"))
+    f["num_heads"] = count("num_heads", ("num_attention_heads", "n_head"))
     h, nh = f["hidden_size"], f["num_heads"]
     kv = cfg.get("num_key_value_heads")
     if kv is not None:

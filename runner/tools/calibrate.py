@@ -23,6 +23,7 @@ from pathlib import Path
 
 from engine.errors import SpecError
 from runner.calibration_yaml import calibration_yaml_text, display, write_calibration_yaml
+from runner.tools.cli import add_quiet, count_type as _count, guard, positive_type as _positive
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -159,27 +160,70 @@ def calibration_yaml(name: str, cfg, m, fit, measured: dict, deployment: str, co
     return cal, "\n".join(noise) + "\n"
 
 
+#: Reader options per command-line option: format -> the reader's keyword (engine.calibration.measurements).
+OPTIONS = {"--input-len": {"genai_perf": "input_len"},
+           "--benchmark": {"guidellm": "benchmark", "genai_perf": "experiment"},
+           "--rate": {"csv": "workload"}, "--concurrency": {"csv": "workload"}}
+#: Why an option does not apply to a format (the file already says it).
+_HAS = {"--input-len": "prompt token counts", "--benchmark": "a single run",
+        "--rate": "its traffic (rate or concurrency)", "--concurrency": "its traffic (rate or concurrency)"}
+
+
+def reader_options(args, fmt: str) -> dict:
+    """The reader's keyword arguments of the command-line options given, or a SpecError naming an
+    option that does not apply to ``fmt`` data."""
+    given = {"--input-len": args.input_len or None, "--benchmark": args.benchmark,
+             "--rate": args.rate or None, "--concurrency": args.concurrency or None}
+    if given["--rate"] and given["--concurrency"]:
+        raise SpecError("--concurrency", args.concurrency, "either --rate or --concurrency, not both")
+    kw = {}
+    for opt, v in given.items():
+        if v is None:
+            continue
+        if fmt not in OPTIONS[opt]:
+            takes = " or ".join(f.replace("_", "-") for f in OPTIONS[opt])
+            raise SpecError(opt, v, f"only with {takes} data ({fmt.replace('_', '-')} data records "
+                            f"{_HAS[opt]} itself; leave {opt} out)")
+        if opt == "--rate":
+            v = {"arrival": "poisson", "rate_rps": v}
+        elif opt == "--concurrency":
+            v = {"arrival": "closed_loop", "concurrency": v}
+        kw[OPTIONS[opt][fmt]] = v
+    return kw
+
+
 def run(args) -> dict:
     """Fit, write the YAMLs, the report directory and (optionally) the MLflow run."""
+    from runner.tools.cli import Steps
+
+    names = ["reading the measurement", "composing the deployment", "fitting", "writing the report"]
+    with Steps(names + ([] if args.no_tracking else ["logging to MLflow"]), "simllm-calibrate",
+               args.quiet) as steps:
+        return _run(args, steps)
+
+
+def _run(args, steps) -> dict:
     from engine.calibration.fit import TARGETS, calibrate
-    from engine.calibration.measurements import read_measurement
+    from engine.calibration.measurements import detect_format, read_measurement
     from runner.convert import des_spec, specs_from_config
     from runner.job import git_commit
 
+    steps.step("reading the measurement")
+    fmt = detect_format(args.measurement) if args.format == "auto" else args.format
+    m = read_measurement(args.measurement, fmt, **reader_options(args, fmt))
+    steps.step("composing the deployment")
     cfg = compose(args.overrides)
     specs = specs_from_config(cfg)
     des = des_spec(cfg)
-    kw = {}
-    if args.input_len:
-        kw["input_len"] = args.input_len
-    if args.benchmark is not None:
-        kw["benchmark"] = args.benchmark
-    if args.rate or args.concurrency:
-        kw["workload"] = ({"arrival": "poisson", "rate_rps": args.rate} if args.rate else
-                          {"arrival": "closed_loop", "concurrency": args.concurrency})
-    m = read_measurement(args.measurement, args.format, **kw)
+    if steps.shown and des.progress == "auto":
+        from dataclasses import replace
+
+        des = replace(des, progress="off")     # one bar: the fit's, not one per simulation
+    steps.step("fitting")
     fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev,
-                    request_overhead={"auto": "auto", "yes": True, "no": False}[args.fit_request_overhead])
+                    request_overhead={"auto": "auto", "yes": True, "no": False}[args.fit_request_overhead],
+                    on_simulation=lambda n: steps.note(f"fitting: DES run {n}"))
+    steps.step("writing the report")
     measured = {k: m.quantile(*k) for k in TARGETS}
     p = cfg.partition
     d = des.resolve(specs.framework)      # null engine.des settings: the framework profile's
@@ -212,6 +256,7 @@ def run(args) -> dict:
     if not args.no_tracking:
         from runner import tracking
 
+        steps.step("logging to MLflow")
         args.tracking_uri = args.tracking_uri or tracking.default_uri()
         summary = {f"err_before_{_key(k)}": v for k, v in fit.errors_before.items()}
         summary.update({f"err_after_{_key(k)}": v for k, v in fit.errors_after.items()})
@@ -235,12 +280,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the deployment (hardware=..., model=...)")
     ap.add_argument("--name", required=True, help="writes conf/calibration/NAME.yaml")
     ap.add_argument("--format", default="auto", choices=["auto", "vllm", "genai_perf", "guidellm", "csv"])
-    ap.add_argument("--input-len", type=int, default=0, help="genai-perf: prompt tokens per request")
-    ap.add_argument("--benchmark", type=int, default=None, help="GuideLLM: which benchmark of the report")
-    ap.add_argument("--rate", type=float, default=0.0, help="CSV without arrivals: Poisson rate [req/s]")
-    ap.add_argument("--concurrency", type=int, default=0, help="CSV without arrivals: closed-loop users")
-    ap.add_argument("--rounds", type=int, default=2, help="stage 1 + stage 2 alternations")
-    ap.add_argument("--max-nfev", type=int, default=60, help="simulations per stage at most")
+    ap.add_argument("--input-len", type=_count(1), default=0, help="genai-perf: prompt tokens per request")
+    ap.add_argument("--benchmark", type=_count(0), default=None,
+                    help="GuideLLM: which benchmark of the report (genai-perf: which experiment)")
+    ap.add_argument("--rate", type=_positive, default=0.0, help="CSV without arrivals: Poisson rate [req/s]")
+    ap.add_argument("--concurrency", type=_count(1), default=0, help="CSV without arrivals: closed-loop users")
+    ap.add_argument("--rounds", type=_count(1), default=2, help="stage 1 + stage 2 alternations")
+    ap.add_argument("--max-nfev", type=_count(1), default=60, help="simulations per stage at most")
     ap.add_argument("--fit-request-overhead", choices=["auto", "yes", "no"], default="auto",
                     help="also fit calibration.per_request_overhead (a constant per request on TTFT: "
                          "client, HTTP, tokenisation); auto: when the data has each request's ITLs")
@@ -251,16 +297,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tracking-uri", default=None,
                     help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///outputs/mlflow.db)")
     ap.add_argument("--experiment", default="calibration")
+    add_quiet(ap)
     return ap
 
 
+@guard("simllm-calibrate")
 def main(argv=None) -> int:
     args = parser().parse_intermixed_args(argv)
-    try:
-        run(args)
-    except (SpecError, FileExistsError, FileNotFoundError) as e:
-        print(f"simllm-calibrate: error: {e}", file=sys.stderr)
-        return 2
+    run(args)
     return 0
 
 

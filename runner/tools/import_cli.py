@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from engine.errors import SpecError
+from runner.tools.cli import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -29,6 +30,15 @@ def _rel(path: Path) -> str:
         return str(Path(path).resolve().relative_to(ROOT))
     except ValueError:
         return str(path)
+
+
+def _text(path) -> str:
+    """The UTF-8 text of an input file, or a SpecError naming the file."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(str(path), f"byte {e.object[e.start:e.start + 1]!r} at offset {e.start}",
+                        "UTF-8 text") from None
 
 
 def _write(path: Path, text: str, force: bool) -> None:
@@ -47,7 +57,7 @@ def hwcsv_text(csv_path: Path, name: str, description: str | None = None,
     from engine.ingest.hwcsv import read_sheet
 
     sheet = read_sheet(_rel(csv_path), name, description=description, sparse_to_dense=sparse_factor,
-                       text=Path(csv_path).read_text(encoding="utf-8") if text is None else text,
+                       text=_text(csv_path) if text is None else text,
                        device=device)
     sheet.hardware_spec()                # the engine's own checks, before anything is written
     return sheet.yaml_text(f"simllm-import hwcsv {_rel(csv_path)} --name {name}")
@@ -122,7 +132,7 @@ def write_hbm_row(sheet: Path, row: str) -> str:
     import csv
     import io
 
-    lines = sheet.read_text(encoding="utf-8").splitlines()
+    lines = _text(sheet).splitlines()
     head = next(csv.reader(io.StringIO(lines[0]))) if lines else []
     if "param" not in head:
         raise ValueError(f"{_rel(sheet)}: expected a spec sheet with a header row naming 'param'")
@@ -168,11 +178,11 @@ def _cmd_simple(a) -> None:
     from engine.ingest.simple import import_simple
 
     try:
-        cfg = yaml.safe_load(Path(a.file).read_text(encoding="utf-8"))
+        cfg = yaml.safe_load(_text(a.file))
     except yaml.YAMLError as e:
-        raise ValueError(f"{a.file}: not YAML: {e}") from None
+        raise SpecError(a.file, f"not YAML ({str(e).splitlines()[0]})", "a simple config (a YAML mapping)") from None
     if not isinstance(cfg, dict):
-        raise ValueError(f"{a.file}: expected a mapping of simple config keys")
+        raise SpecError(a.file, f"a YAML {type(cfg).__name__}", "a simple config (a mapping of simple config keys)")
     conf = Path(a.conf_dir) if a.conf_dir else CONF
     imp = import_simple(cfg, a.name, a.file, references=reference_models(conf))
     imp.hardware.name = a.name
@@ -193,7 +203,10 @@ def _cmd_inference_perf(a) -> None:
 
     from engine.des.trace import inference_perf_requests
 
-    cfg = yaml.safe_load(Path(a.file).read_text())
+    try:
+        cfg = yaml.safe_load(_text(a.file))
+    except yaml.YAMLError as e:
+        raise SpecError(a.file, f"not YAML ({str(e).splitlines()[0]})", "an inference-perf config (a YAML mapping)") from None
     if not isinstance(cfg, dict):
         raise SpecError(a.file, type(cfg).__name__, "an inference-perf config (a YAML mapping)")
     df = inference_perf_requests(cfg, seed=a.seed, block_tokens=a.block_tokens)
@@ -290,13 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@guard("simllm-import", also=(ValueError,))
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        args.func(args)
-    except (SpecError, ValueError, FileNotFoundError, FileExistsError, KeyError) as e:
-        print(f"simllm-import: error: {e}", file=sys.stderr)
-        return 2
+    args.func(args)
     return 0
 
 
