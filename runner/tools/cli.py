@@ -27,7 +27,7 @@ def _short(value, limit: int = 120) -> str:
     return s if len(s) <= limit else s[:limit] + f"... ({len(s)} characters)"
 
 
-def _hydra_line(e) -> str:
+def _hydra_line(e, argv=()) -> str:
     """One line for Hydra's composition / override errors, naming the override."""
     from hydra.errors import MissingConfigException, OverrideParseException
 
@@ -51,7 +51,10 @@ def _hydra_line(e) -> str:
         key = m.group(1)
         v = re.search(r"use \+" + re.escape(key) + r"=(.*)$", msg, re.M)
         value = v.group(1).strip() if v else "?"
-        if key.split(".")[0] == "plan":
+        argv = [str(a) for a in argv or ()]
+        if key.split(".")[0] == "plan" and any(a.startswith(("experiment=", "+plan=", "plan=")) for a in argv):
+            what = "a key of the plan group (conf/plan/default.yaml lists them: check the spelling)"
+        elif key.split(".")[0] == "plan":
             what = ("a key of the plan group, which only experiment=capacity (or capacity_l70b, "
                     "or +plan=default) adds: add experiment=capacity before plan.* overrides")
         else:
@@ -66,7 +69,7 @@ def _loaded(module: str, name: str):
     return getattr(m, name, None) if m is not None else None
 
 
-def error_line(e: BaseException) -> str | None:
+def error_line(e: BaseException, argv=()) -> str | None:
     """The one-line message of a user error ``e``, or None if ``e`` is not one (a bug)."""
     # the error classes of modules already loaded (an exception of one means its module is)
     named = tuple(c for c in (_loaded("engine.ingest.hf_config", "HFConfigError"),
@@ -74,7 +77,7 @@ def error_line(e: BaseException) -> str | None:
                               _loaded("runner.tools.runs", "SelectionError")) if c is not None)
     hydra_error = _loaded("hydra.errors", "HydraException")
     if hydra_error is not None and isinstance(e, hydra_error):
-        return _hydra_line(e)
+        return _hydra_line(e, argv)
     if isinstance(e, SpecError):
         return f"{e.field} = {_short(repr(e.value))}: expected {e.expected}"
     if isinstance(e, (*named, FileExistsError)):
@@ -103,7 +106,9 @@ def guard(prog: str, also: tuple = ()):
                 print(f"{prog}: interrupted", file=sys.stderr)
                 return 130
             except Exception as e:  # noqa: BLE001 - a user error is shown; a bug is raised again
-                line = error_line(e)
+                argv = args[0] if args and isinstance(args[0], (list, tuple)) else \
+                    kw.get("argv") or sys.argv[1:]
+                line = error_line(e, argv)
                 if line is None and isinstance(e, also):
                     line = _short(str(e), 400) or type(e).__name__
                 if line is None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from engine.errors import SpecError
+from runner.tools.cli import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = "plan_result.json"
@@ -486,13 +487,27 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def plot(doc: dict, path: Path) -> Path | None:
-    """Throughput per GPU vs interactivity of every searched candidate at its max SLO rate,
+    """Throughput per GPU vs interactivity of every searched candidate at its max SLO rate
+    (``figure``) as ``path`` (PNG); None when no candidate meets the SLOs."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(doc)
+    if fig is None:
+        return None
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def figure(doc: dict):
+    """The plan's figure (matplotlib Figure, or None without a candidate at an SLO rate):
+    throughput per GPU vs interactivity of every searched candidate at its max SLO rate,
     coloured by hardware, the Pareto frontier joined, the TPOT SLO as interactivity 1000 / TPOT."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     from engine.plan.rank import pareto
 
@@ -519,13 +534,12 @@ def plot(doc: dict, path: Path) -> Path | None:
     if tpot:
         ax.axvline(1000.0 / tpot, color="tab:red", ls="--", lw=1.2,
                    label=f"TPOT SLO {tpot:g} ms = {1000 / tpot:g} tok/s/user")
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from runner.tools.plots import _log_if_wide
 
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for axis in (ax.xaxis, ax.yaxis):       # 20, 50, 100 rather than 2 x 10^1
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if str(f"{v:.0e}")[0] in "25" else ""))
+    # a log axis only over a wide range (x20+), with labelled 1-2-5 major ticks; a short range
+    # (a log axis inside one decade has no major tick, so no label) stays linear
+    _log_if_wide(ax, "x", [r["interactivity_tok_s_per_user"] for r in rows])
+    _log_if_wide(ax, "y", [r["tok_s_per_gpu"] for r in rows])
     ax.margins(x=0.12, y=0.08)
     ax.set_xlabel("interactivity at the max SLO rate (tokens/s per user = 1000 / p50 TPOT)")
     ax.set_ylabel("throughput per GPU (output tokens/s)")
@@ -533,11 +547,8 @@ def plot(doc: dict, path: Path) -> Path | None:
     ax.set_title(f"{doc['model']}, {doc['workload']}: p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms, "
                  f"TPOT <= {s['tpot_ms']:g} ms", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    ax.legend(title="hardware", fontsize=7, loc="best")
+    return fig
 
 
 def report(doc: dict, out_dir: Path, command: str, name: str = "plan") -> dict:
@@ -633,6 +644,18 @@ def _log_parent(uri: str, exp_id: str, parent: str, doc: dict, paths: dict, stat
                            [p for p in paths.values() if p is not None], status=status)
 
 
+def _plan_json(path: str) -> dict:
+    """A finished search's plan.json (--from-json), or a SpecError naming the file."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SpecError("--from-json", path, f"a plan.json written by simllm-plan (not JSON: {str(e)[:80]})") from None
+    if not isinstance(doc, dict) or "rows" not in doc:
+        raise SpecError("--from-json", path, "a plan.json written by simllm-plan (an object with 'rows')")
+    return doc
+
+
+@guard("simllm-plan")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="simllm-plan", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -645,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
                     "where plan.json does not record it)")
     a = ap.parse_args(argv)
     if a.from_json:
-        doc = json.loads(Path(a.from_json).read_text())
+        doc = _plan_json(a.from_json)
         cmd = doc.get("command") or "simllm-plan " + " ".join(a.overrides)   # plan.json before 'command'
         paths = report(doc, Path(a.out) if a.out else Path(a.from_json).parent, cmd)
         if a.study:
@@ -702,17 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             _log_parent(uri, exp_id, parent, doc, paths, "FINISHED")
             parent = None
         return 0
-    except SpecError as e:
-        print(f"simllm-plan: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - Hydra's composition errors: one line, non-zero exit
-        from hydra.errors import HydraException
-
-        if not isinstance(e, HydraException):
-            raise
-        print(f"simllm-plan: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-        return 2
-    finally:
+    finally:      # user errors (SpecError, Hydra's composition errors): one line, exit 2 (guard)
         if parent:
             try:
                 tracking.end_run(uri, parent, "FAILED")
