@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 import runner
 from engine.errors import SpecError
 from runner import outputs
-from runner.convert import specs_from_config
+from runner.convert import resolved_config, specs_from_config
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # polars comes with engine.result: imported where a result is handled
@@ -101,20 +101,50 @@ def _fmt(v, nd=2):
     return str(v)
 
 
-def summary_line(cfg: DictConfig, s: dict) -> dict:
+def summary_line(cfg: DictConfig, s: dict, ident: dict | None = None) -> dict:
     """The short row printed per job (and per job of a multirun). A DES run shows its request
-    count and p50/p99 latencies instead of the static batch of the analytical view."""
+    count and p50/p99 latencies instead of the static batch of the analytical view.
+
+    ``ident`` (``identity``): the labels of what was computed (an overridden hardware field, the
+    framework profile, a draft model). With ``engine.analytical.disagg.enabled`` the TTFT, TPOT
+    and throughputs are the disaggregated ones (``disagg_*``; ``serving`` says so)."""
     from engine.result import row_metrics
 
-    row = {"hardware": cfg.hardware.name, "model": cfg.model.name,
+    ident = ident or identity(cfg)
+    row = {"hardware": ident["hardware"], "model": ident["model"], "framework": ident["framework"],
            "tp": cfg.partition.tp, "pp": cfg.partition.pp}
+    if ident.get("draft_model"):
+        row["draft"] = ident["draft_model"]
     if cfg.engine.name != "des":
         row.update({"batch": cfg.workload.batch_size, "prompt": cfg.workload.prompt_len,
                     "output": cfg.workload.output_len})
+    s = shown_summary(s)
+    if "serving" in s:
+        row["serving"] = s["serving"]
     for m in row_metrics(cfg.engine.name):   # engine.result.METRICS: labels, decimals, which engine
         v = s.get(m.name)
         row[m.label] = v if m.text or isinstance(v, bool) else _fmt(v, m.digits)
     return row
+
+
+#: Disaggregated prefill/decode: the headline metric -> the disaggregated figure printed instead.
+_DISAGG_SHOWN = {"ttft_ms_p50": "disagg_ttft_ms", "tpot_ms_p50": "disagg_tpot_ms",
+                 "throughput_tok_s_per_gpu": "disagg_throughput_tok_s_per_gpu"}
+
+
+def shown_summary(s: dict) -> dict:
+    """The summary as the printed row shows it: with disaggregated prefill/decode in the result
+    (``disagg_ttft_ms``), TTFT, TPOT and tok/s/GPU are the disaggregated ones, tok/s their total
+    over the prefill + decode devices (tok/s/GPU x ``disagg_devices``) and ``serving`` reads
+    "disagg"; else ``s`` unchanged."""
+    if s.get("disagg_ttft_ms") is None:
+        return s
+    out = {**s, "serving": "disagg"}
+    for head, dis in _DISAGG_SHOWN.items():
+        out[head] = s.get(dis)
+    per_gpu, dev = s.get("disagg_throughput_tok_s_per_gpu"), s.get("disagg_devices")
+    out["throughput_tok_s"] = per_gpu * dev if per_gpu is not None and dev is not None else None
+    return out
 
 
 def print_rows(rows: list[dict], file=sys.stdout) -> None:
@@ -151,6 +181,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
 
     Returns None when ``resume`` skips a job that already has a FINISHED run.
     """
+    cfg = resolved_config(cfg)     # model.hf_config applied: the record names what is computed
     resolved = OmegaConf.to_container(cfg, resolve=True)  # once: hash, files and params use it
     chash = config_hash(resolved)
     if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
@@ -161,8 +192,10 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     specs = specs_from_config(cfg)
     result = _engine(cfg.engine.name, cfg)(specs)
     result.assumptions.extend(sheet_assumptions(cfg))
+    ident = identity(resolved, overrides)
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
-            "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex}
+            "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex,
+            "identity": ident}
     meta.update(_sweep_meta())
     outputs.write_result(job_dir, result, to_yaml(resolved), meta)
     timeline = getattr(result, "timeline", None)   # engine=des, engine.des.record_iterations=true
@@ -171,7 +204,10 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     for name, frame in (getattr(result, "frames", None) or {}).items():   # DES cluster features
         frame.write_parquet(job_dir / f"{name}.parquet")
     if cfg.print_table:
-        print_rows([summary_line(cfg, result.summary)])
+        if result.summary.get("pareto_points") is None:   # a Pareto job's row is its frontier
+            print_rows([summary_line(cfg, result.summary, ident)])
+        for line in extra_lines(result.summary, result.table, ident):
+            print(line)
         if not result.summary.get("fits_in_memory", True):
             print(f"does not fit in memory: {result.summary.get('memory_reason')}")
     if cfg.tracking.enabled:
@@ -225,11 +261,163 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
             if k in keys or k.startswith(prefixes) or k.endswith(".name") or k == "name"}
 
 
-def run_name(cfg: DictConfig | dict) -> str:
-    """tracking.run_name, else engine:hardware:model:tpN:bB (works on a config or its container)."""
-    return cfg["tracking"].get("run_name") or (
-        f"{cfg['engine']['name']}:{cfg['hardware']['name']}:{cfg['model']['name']}"
-        f":tp{cfg['partition']['tp']}:b{cfg['workload']['batch_size']}")
+#: Overrides a run name leaves out: what its fixed part already says (engine, hardware, model,
+#: framework, tp, the draft model), the resolved model of an hf_config, and result-neutral keys.
+_NAMED = ("engine", "hardware", "model", "framework", "partition", "partition.tp", "model.hf_config",
+          "engine.name", "hardware.name", "model.name", "framework.name",
+          "engine.analytical.spec_decode.draft_model")
+_NEUTRAL = ("tracking", "paths", "hydra", "print_table", "resume")
+
+
+def short_overrides(overrides, engine: str = "analytical", limit: int = 200) -> str:
+    """The job's overrides that its run name's fixed part does not already say, each key cut to
+    its last component (``workload.rate_rps=4`` -> ``rate_rps=4``; the full key where two would
+    read the same), space-separated, at most ``limit`` characters (cut with "...")."""
+    skip = _NAMED + (("workload.batch_size",) if engine != "des" else ("workload",))
+    kept = []
+    for o in overrides or ():
+        key, sep, val = str(o).partition("=")
+        key = key.lstrip("+~")
+        if not sep or key in skip or key.split(".", 1)[0] in _NEUTRAL:
+            continue
+        kept.append((key, val.strip("'\"")))
+    lasts = [k.rsplit(".", 1)[-1] for k, _ in kept]
+    text = " ".join(f"{last if lasts.count(last) == 1 else key}={val}"
+                    for (key, val), last in zip(kept, lasts))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def run_name(cfg: DictConfig | dict, overrides=(), ident: dict | None = None) -> str:
+    """tracking.run_name, else engine:hardware:model[:framework][:draft]:tpN:bB (a DES run: its
+    workload's name instead of the batch) followed by the job's other overrides, shortened
+    (``short_overrides``: the swept values of a multirun). Names are the resolved ones
+    (``identity``: the name in a model.hf_config JSON). Works on a config or its container."""
+    if cfg["tracking"].get("run_name"):
+        return cfg["tracking"]["run_name"]
+    ident = identity(cfg) if ident is None else ident
+    eng = cfg["engine"]["name"]
+    parts = [eng, cfg["hardware"]["name"], ident.get("model.name", cfg["model"]["name"])]
+    if ident.get("framework", "generic") != "generic":
+        parts.append(ident["framework"])
+    if ident.get("draft_model"):
+        parts.append(f"draft={ident['draft_model']}")
+    parts.append(f"tp{cfg['partition']['tp']}")
+    parts.append(str(cfg["workload"].get("name") or "custom") if eng == "des"
+                 else f"b{cfg['workload']['batch_size']}")
+    extra = short_overrides(overrides, eng)
+    return ":".join(parts) + (f" {extra}" if extra else "")
+
+
+def _field_overrides(group: str, overrides, skip=()) -> list[str]:
+    """``key=value`` of the overrides that set a field of ``group`` (``hardware.hbm_bandwidth=8TB/s``
+    -> ``hbm_bandwidth=8TB/s``), ``skip`` fields left out."""
+    out = []
+    for o in overrides or ():
+        key, sep, val = str(o).partition("=")
+        key = key.lstrip("+~")
+        if sep and key.startswith(group + ".") and key.split(".", 1)[1] not in skip:
+            out.append(f"{key.split('.', 1)[1]}={val.strip(chr(39) + chr(34))}")
+    return out
+
+
+def identity(cfg: DictConfig | dict, overrides=()) -> dict:
+    """What a job computed, by name: ``hardware`` and ``model`` labels (the option's name, with the
+    fields the command line changed in brackets: ``h100_sxm[hbm_bandwidth=8TB/s]``), the resolved
+    model's name and shape (a ``model.hf_config`` JSON's, once ``resolved_config`` applied it), the
+    framework profile and, with speculative decoding, the draft model (its name, layers and
+    experts; ``mtpN`` for N multi-token-prediction layers). Flat, str/int values (MLflow tags)."""
+    hw, m = cfg["hardware"], cfg["model"]
+    hw_over = _field_overrides("hardware", overrides, ("name", "description", "assumptions"))
+    m_over = _field_overrides("model", overrides, ("name", "source", "hf_config"))
+    fw = cfg.get("framework") or {}
+    out = {"hardware": f"{hw['name']}[{','.join(hw_over)}]" if hw_over else str(hw["name"]),
+           "hardware.name": str(hw["name"]),
+           "model": f"{m['name']}[{','.join(m_over)}]" if m_over else str(m["name"]),
+           "model.name": str(m["name"]), "model.num_layers": m.get("num_layers"),
+           "model.num_experts": m.get("num_experts") or 0,
+           "model.experts_per_token": m.get("experts_per_token") or 0,
+           "model.attention": m.get("attention"),
+           "framework": str(fw.get("name") or "generic")}
+    if m.get("hf_config"):
+        out["model.hf_config"] = str(m["hf_config"])
+    sd = ((cfg["engine"].get("analytical") or {}).get("spec_decode") or {})
+    method = sd.get("method") or "none"
+    if method == "mtp":
+        out["draft_model"] = f"mtp{sd.get('mtp_layers', 1)}"
+    elif method == "draft" and sd.get("draft_model"):
+        from engine.analytical.specdec import load_model
+
+        try:
+            d = load_model(str(sd["draft_model"]))
+            out.update({"draft_model": d.name, "draft_model.num_layers": d.num_layers,
+                        "draft_model.num_experts": d.num_experts})
+        except SpecError:   # the engine names the bad draft model (or a fixed fraction prices it)
+            out["draft_model"] = str(sd["draft_model"])
+    return out
+
+
+def extra_lines(summary: dict, table=None, ident: dict | None = None) -> list[str]:
+    """Printed under the job's row: what the row cannot hold. Pareto sweep: its frontier (one row
+    per winner, highest throughput first); disaggregated prefill/decode: the TTFT split and the
+    co-located figures it replaces; C* (chunk search) and B* where the run computed them."""
+    s = summary
+    lines = []
+    if s.get("pareto_points") is not None and table is not None and "on_frontier" in table.columns:
+        lines += pareto_lines(s, table, ident)
+    if s.get("disagg_ttft_ms") is not None:
+        lines.append(
+            f"disaggregated prefill/decode over {_fmt(s.get('disagg_devices'), 0)} devices: TTFT "
+            f"{_fmt(s.get('disagg_ttft_ms'))} ms (prefill {_fmt(s.get('disagg_prefill_ttft_ms'))} + "
+            f"exposed KV hand-off {_fmt(s.get('disagg_exposed_handoff_ms'))}), TPOT "
+            f"{_fmt(s.get('disagg_tpot_ms'))} ms, {_fmt(s.get('disagg_throughput_tok_s_per_gpu'), 0)} tok/s/GPU; "
+            f"co-located instead: TTFT {_fmt(s.get('colocated_ttft_ms'))} ms, TPOT "
+            f"{_fmt(s.get('colocated_tpot_ms'))} ms, {_fmt(s.get('colocated_throughput_tok_s_per_gpu'), 0)} tok/s/GPU")
+    elif "disagg_prefill_fits" in s and not s["disagg_prefill_fits"]:
+        lines.append("disaggregated prefill/decode: the prefill replica does not fit in memory")
+    if s.get("chunk_star") is not None:
+        lines.append(f"C* = {_fmt(s['chunk_star'], 0)} tokens (the prefill chunk of least TTFT among "
+                     f"engine.analytical.chunk_candidates): TTFT {_fmt(s.get('ttft_at_chunk_star_ms'))} ms")
+    if s.get("batch_star") is not None and s["batch_star"] == s["batch_star"]:
+        b = s["batch_star"]
+        text = ("none (the decode step stays memory-bound at any batch)" if b == float("inf")
+                else f"{_fmt(b, 1)} sequences")
+        mm = s.get("batch_star_matmul")
+        if mm is not None and mm == mm:
+            text += "; dense matmuls alone: " + ("never" if mm == float("inf") else _fmt(mm, 1))
+        lines.append(f"B* (decode batch where a step turns compute-bound) = {text}")
+    return lines
+
+
+#: Pareto frontier columns printed: (table column, label, decimals).
+_PARETO_COLUMNS = (("partition", "partition", None), ("batch_size", "batch", 0), ("prefill_chunk", "chunk", 0),
+                   ("ttft_ms", "TTFT ms", 2), ("tpot_ms", "TPOT ms", 2),
+                   ("throughput_tok_s_per_gpu", "tok/s/GPU", 0),
+                   ("interactivity_tok_s_per_user", "tok/s/user", 2), ("decode_bound", "bound", None))
+
+
+def pareto_lines(s: dict, table, ident: dict | None = None) -> list[str]:
+    """The Pareto sweep's frontier as text rows (engine.analytical.pareto): the winners of
+    throughput per GPU against interactivity, highest throughput first."""
+    import io
+
+    front = table.filter(table["on_frontier"])
+    if "throughput_tok_s_per_gpu" in front.columns:
+        front = front.sort("throughput_tok_s_per_gpu", descending=True)
+    rows = []
+    for r in front.iter_rows(named=True):
+        row = {}
+        for col, label, nd in _PARETO_COLUMNS:
+            if col in r:
+                v = r[col]
+                row[label] = str(v) if nd is None else ("n/a" if v is None else f"{v:,.{nd}f}")
+        rows.append(row)
+    buf = io.StringIO()
+    print_rows(rows, file=buf)
+    what = (f" of {ident['model']} on {ident['hardware']} ({ident['framework']})" if ident else "")
+    head = (f"Pareto frontier{what}, {_fmt(s.get('devices'), 0)} devices: {len(rows)} winners of "
+            f"{s.get('pareto_points')} points" + (f" ({s['pareto_dropped']} dropped: do not fit in memory)"
+                                                  if s.get("pareto_dropped") else ""))
+    return [head, *buf.getvalue().rstrip("\n").splitlines()]
 
 
 def run_fields(tracking_cfg, job_dir: Path, doc: dict, cfg: DictConfig | dict | None = None) -> dict:
@@ -245,13 +433,18 @@ def run_fields(tracking_cfg, job_dir: Path, doc: dict, cfg: DictConfig | dict | 
             "simllm.overrides": " ".join(doc["overrides"])[:5000], "simllm.job_dir": str(job_dir),
             "simllm.job_uid": doc["job_uid"],
             **{str(k): str(v) for k, v in (tracking_cfg.get("tags") or {}).items()}}
+    try:
+        ident = doc.get("identity") or identity(cfg, doc.get("overrides"))
+    except Exception:  # noqa: BLE001 - a failed job's config may not resolve; its tags stay plain
+        ident = {}
+    tags.update({f"simllm.{k}": str(v) for k, v in ident.items() if v is not None})
     if doc.get("parent_run_id"):
         tags["mlflow.parentRunId"] = doc["parent_run_id"]
     if doc.get("sweep_id"):
         tags["simllm.sweep_id"] = doc["sweep_id"]
     status = "FAILED" if (job_dir / outputs.ERROR).exists() else "FINISHED"
     swept = os.environ.get(tracking.PARAM_KEYS_ENV)
-    return {"run_name": run_name(cfg), "params": run_params(cfg, json.loads(swept) if swept else None),
+    return {"run_name": run_name(cfg, doc.get("overrides"), ident), "params": run_params(cfg, json.loads(swept) if swept else None),
             "summary": doc.get("summary", {}), "tags": tags, "status": status}
 
 

@@ -45,13 +45,13 @@ def test_printed_row_and_report_columns_come_from_the_registry(cfg_of):
     s = {"ttft_ms_p50": 12.345, "tpot_ms_p50": 6.0, "throughput_tok_s": 1234.4,
          "throughput_tok_s_per_gpu": 617.2, "bound": "memory", "fits_in_memory": True}
     row = summary_line(cfg_of(), s)
-    assert list(row) == ["hardware", "model", "tp", "pp", "batch", "prompt", "output", "TTFT ms",
+    assert list(row) == ["hardware", "model", "framework", "tp", "pp", "batch", "prompt", "output", "TTFT ms",
                          "TPOT ms", "tok/s", "tok/s/GPU", "bound", "fits"]
     assert (row["TTFT ms"], row["tok/s"], row["bound"], row["fits"]) == ("12.35", "1,234", "memory", True)
     des = summary_line(cfg_of("engine=des"), {**s, "num_requests": 300, "ttft_ms_p99": 40.0})
-    assert [k for k in des if k not in ("hardware", "model", "tp", "pp")] == \
+    assert [k for k in des if k not in ("hardware", "model", "framework", "tp", "pp")] == \
         ["requests", "TTFT ms", "TTFT p99 ms", "TPOT ms", "TPOT p99 ms", "tok/s", "tok/s/GPU", "bound", "fits"]
-    assert [m.label for m in row_metrics("des")] == list(des)[4:]
+    assert [m.label for m in row_metrics("des")] == list(des)[5:]
     assert report._METRICS + report._TAGS == tuple(
         (m.label, f"summary.{m.name}" if m.text else m.name) for m in report_metrics()
         if not m.text) + tuple((m.label, f"summary.{m.name}") for m in report_metrics() if m.text)
