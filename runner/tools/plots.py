@@ -344,8 +344,8 @@ def cluster_timeseries(series: dict[str, pl.DataFrame], labels: dict[str, str], 
 
 
 def trend(series: dict[str, list[tuple]], metric: str, unit: str, by: str, path: Path) -> Path | None:
-    """A metric over time for fixed configs: series label (a config hash) -> [(x, value,
-    point label)], x the run's start time (``by`` = date) or the commit's position in time
+    """A metric over time for fixed configs: series label (the config's name: what differs
+    between the configs, ``report.config_labels``) -> [(x, value, point label)], x the run's start time (``by`` = date) or the commit's position in time
     (``by`` = commit; point labels are the short commits). One line per config."""
     plt = _plt()
     pts = {k: v for k, v in series.items() if v}
@@ -368,7 +368,7 @@ def trend(series: dict[str, list[tuple]], metric: str, unit: str, by: str, path:
         fig.autofmt_xdate()
         ax.set_xlabel("run start (UTC)")
     ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-    ax.set_title(f"{metric} over {'commits' if by == 'commit' else 'time'}, per config hash")
+    ax.set_title(f"{metric} over {'commits' if by == 'commit' else 'time'}, per config")
     if len(pts) <= _MAX_LEGEND:
-        ax.legend(title="config hash", frameon=False, loc="best")
+        ax.legend(title="config", frameon=False, loc="best")
     return _save(fig, path)

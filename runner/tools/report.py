@@ -158,6 +158,29 @@ def _labels(df: pl.DataFrame, keys: list[str]) -> dict[str, str]:
     return out
 
 
+def config_labels(df: pl.DataFrame) -> dict[str, str]:
+    """Config hash -> a name for its config: the params that differ between the configs of ``df``
+    (``swept_params`` over one run per hash: "hardware.name=h200 tp=2"), else the run's hardware,
+    model and partition ("h100_sxm llama_3_1_8b tp1"). Two configs that the logged params cannot
+    tell apart get their hash's first 6 characters too."""
+    hcol = "tags.simllm.config_hash"
+    if hcol not in df.columns:
+        return {}
+    one = df.filter(pl.col(hcol).is_not_null()).unique(subset=[hcol], keep="first", maintain_order=True)
+    keys = swept_params(one) if one.height > 1 else []
+    short = _short(keys)
+    out = {}
+    for r in one.iter_rows(named=True):
+        lab = " ".join(f"{short[k]}={r.get(f'params.{k}')}" for k in keys)
+        if not lab:
+            lab = " ".join(str(r[c]) for c in ("params.hardware.name", "params.model.name")
+                           if r.get(c) is not None)
+            lab = (lab + " " + _partition(r)).strip() if r.get("params.partition.tp") else lab
+        out[r[hcol]] = lab or r[hcol][:10]
+    taken = list(out.values())
+    return {h: (lab if taken.count(lab) == 1 else f"{lab} ({h[:6]})") for h, lab in out.items()}
+
+
 def _partition(row: dict) -> str:
     p = {k: row.get(f"params.partition.{k}") for k in ("tp", "pp", "ep", "sp", "dp")}
     s = " ".join(f"{k}{v}" for k, v in p.items() if v not in (None, "1"))
@@ -496,14 +519,16 @@ def trend_main(uri: str, a) -> int:
     if a.by == "commit":      # x: the commit's rank by its first run, shared by all configs
         first = t.group_by("commit").agg(pl.col("start_time").min()).sort("start_time")["commit"].to_list()
         pos = {c: i for i, c in enumerate(first)}
+    names = config_labels(df)      # the legend names configs (what differs), not their hashes
     for r in t.iter_rows(named=True):
         x = pos[r["commit"]] if a.by == "commit" else r["start_time"]
-        series.setdefault(r["config_hash"][:10], []).append((x, r["value"], r["commit"][:10]))
+        series.setdefault(names.get(r["config_hash"], r["config_hash"][:10]), []).append(
+            (x, r["value"], r["commit"][:10]))
     png = plots.trend(series, a.trend, unit, a.by, out / "trend.png")
     t.write_csv(out / "trend.csv")
-    head = ["config hash", "commit", "run start (UTC)", "run", f"{a.trend} ({unit})" if unit else a.trend,
-            "change %"]
-    rows = [[r["config_hash"][:10], r["commit"][:10], str(r["start_time"])[:19], r["run_id"][:8],
+    head = ["config", "config hash", "commit", "run start (UTC)", "run",
+            f"{a.trend} ({unit})" if unit else a.trend, "change %"]
+    rows = [[names.get(r["config_hash"], ""), r["config_hash"][:10], r["commit"][:10], str(r["start_time"])[:19], r["run_id"][:8],
              _fmt(r["value"]), "" if r["change_pct"] is None else f"{r['change_pct']:+.2f}"]
             for r in t.iter_rows(named=True)]
     lines = [f"# Trend of {a.trend}", "",
