@@ -147,10 +147,11 @@ def shown_summary(s: dict) -> dict:
     return out
 
 
-def print_rows(rows: list[dict], file=sys.stdout) -> None:
-    """Print rows as an aligned text table."""
+def print_rows(rows: list[dict], file=None) -> None:
+    """Print rows as an aligned text table (to ``file``, default the current sys.stdout)."""
     if not rows:
         return
+    file = file or sys.stdout
     cols = list(rows[0])
     width = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
     print("  ".join(c.rjust(width[c]) for c in cols), file=file)
@@ -265,7 +266,7 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
 #: framework, tp, the draft model), the resolved model of an hf_config, and result-neutral keys.
 _NAMED = ("engine", "hardware", "model", "framework", "partition", "partition.tp", "model.hf_config",
           "engine.name", "hardware.name", "model.name", "framework.name",
-          "engine.analytical.spec_decode.draft_model")
+          "engine.analytical.spec_decode.draft_model", "engine.analytical.spec_decode.method")
 _NEUTRAL = ("tracking", "paths", "hydra", "print_table", "resume")
 
 
