@@ -30,8 +30,10 @@ from pathlib import Path
 
 import yaml
 
+from engine.errors import SpecError
 from runner import tracking
 from runner.tools import runs
+from runner.tools.cli import guard
 
 CONFIG = "bundle.yaml"
 EXPECTED = "expected.json"
@@ -219,22 +221,22 @@ def replay(bundle: Path, out: Path, rtol: float | None = None) -> tuple[list, fl
     return diff(expected, got, rtol), rtol
 
 
-def bundle_cli(argv=None) -> None:
+@guard("simllm-bundle")
+def bundle_cli(argv=None) -> int:
     p = argparse.ArgumentParser(prog="simllm-bundle", description="Write a reproducible bundle of "
                                 "one MLflow run (config, trace, command, versions, expected metrics).")
     p.add_argument("run_id")
     p.add_argument("-o", "--out", type=Path, required=True, help="bundle directory (new or empty)")
     p.add_argument("--uri", help=f"tracking URI (default $MLFLOW_TRACKING_URI or {tracking.DEFAULT_URI})")
     a = p.parse_args(argv)
-    try:
-        out = make(a.uri or tracking.default_uri(), a.run_id, a.out)
-    except runs.SelectionError as e:
-        sys.exit(f"simllm-bundle: {e}")
+    out = make(a.uri or tracking.default_uri(), a.run_id, a.out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"bundle of run {a.run_id}: {out} ({size / 1024:.1f} KB); replay: simllm-replay {out}")
+    return 0
 
 
-def replay_cli(argv=None) -> None:
+@guard("simllm-replay")
+def replay_cli(argv=None) -> int:
     p = argparse.ArgumentParser(prog="simllm-replay", description="Rerun a simllm bundle into a "
                                 "clean directory and check its metrics; exit 1 with a diff if not.")
     p.add_argument("bundle", type=Path)
@@ -242,7 +244,7 @@ def replay_cli(argv=None) -> None:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the manifest's)")
     a = p.parse_args(argv)
     if not (a.bundle / MANIFEST).is_file():
-        sys.exit(f"simllm-replay: {a.bundle} is not a bundle (no {MANIFEST})")
+        raise SpecError("bundle", str(a.bundle), f"a bundle directory (with {MANIFEST}; simllm-bundle writes one)")
     out = a.out or Path(tempfile.mkdtemp(prefix="simllm-replay-"))
     rows, rtol = replay(a.bundle, out, a.rtol)
     n = len(json.loads((a.bundle / EXPECTED).read_text()))
@@ -262,3 +264,4 @@ def replay_cli(argv=None) -> None:
         sys.exit(1)
     print(f"simllm-replay: OK: {n} metrics reproduced "
           f"({'bit-exact' if rtol == 0 else f'rtol {rtol:g}'}); outputs in {out}")
+    return 0

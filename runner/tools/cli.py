@@ -2,7 +2,7 @@
 
 ``@guard("simllm-x")`` around a tool's ``main(argv) -> int`` turns a user error (bad file, bad
 field, bad override) into ``simllm-x: error: <file/field> = <value>: expected <what>`` on stderr and
-exit status 2, as ``simllm`` itself does for a SpecError (runner/app.py). What counts as a user
+exit status 2 (also for a ``sys.exit("simllm-x: ...")`` deeper down), as ``simllm`` itself does for a SpecError (runner/app.py). What counts as a user
 error: SpecError (and MeasurementError), a config.json or spec sheet that cannot be mapped, a file
 that cannot be opened, created or overwritten, a run selection that matches nothing, and Hydra's
 composition and override-parsing errors. Anything else is a bug and keeps its traceback.
@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import sys
+import threading
 
 from engine.errors import SpecError
 
@@ -105,6 +106,13 @@ def guard(prog: str, also: tuple = ()):
             except KeyboardInterrupt:
                 print(f"{prog}: interrupted", file=sys.stderr)
                 return 130
+            except SystemExit as e:   # sys.exit("PROG: message") deeper down: the same one line, exit 2
+                if not (isinstance(e.code, str) and e.code.startswith(f"{prog}:")):
+                    raise
+                line = e.code[len(prog) + 1:].strip()
+                line = line[len("error:"):].strip() if line.startswith("error:") else line
+                print(f"{prog}: error: {line}", file=sys.stderr)
+                return 2
             except Exception as e:  # noqa: BLE001 - a user error is shown; a bug is raised again
                 argv = args[0] if args and isinstance(args[0], (list, tuple)) else \
                     kw.get("argv") or sys.argv[1:]
@@ -192,6 +200,13 @@ class Steps:
                                                         "[{elapsed}] {postfix}")
         self._started = False
         self.shown = not self.bar.disable
+        self._stop = threading.Event()
+        if self.shown:     # a step can run for many seconds without an update: keep the clock moving
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.bar.refresh()
 
     def step(self, name: str) -> None:
         if self._started:
@@ -207,6 +222,7 @@ class Steps:
         return self
 
     def __exit__(self, *exc):
+        self._stop.set()
         if self._started and exc[0] is None:
             self.bar.update(1)
         self.bar.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from runner import paths
+from runner.tools.cli import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_KERNELS = paths.shared_file("kernels")     # $SIMLLM_SHARED_DATA overrides
@@ -88,16 +89,26 @@ def build(kernels_dir, out_dir) -> dict:
     return tables
 
 
+@guard("simllm-kernels")
 def main(argv=None) -> int:
+    from engine.errors import SpecError
+    from runner.tools.cli import Steps, add_quiet
+
     ap = argparse.ArgumentParser(prog="simllm-kernels", description=__doc__.splitlines()[0])
     ap.add_argument("kernels_dir", nargs="?", default=str(DEFAULT_KERNELS),
                     help="measured tables (default: ../shared/data/kernels beside the repository)")
     ap.add_argument("--out", default=str(OUT), help="output folder (default: engine/cost/data)")
+    add_quiet(ap)
     a = ap.parse_args(argv)
     if not Path(a.kernels_dir).is_dir():
-        print(f"simllm-kernels: error: {a.kernels_dir}: no such folder of measured tables", file=sys.stderr)
-        return 2
-    tables = build(a.kernels_dir, a.out)
+        raise SpecError("kernels_dir", a.kernels_dir, "a folder of measured kernel tables "
+                        "(../shared/data/kernels)")
+    if not any(Path(a.kernels_dir).glob("*/*/*/*/*.parquet")):     # before anything is overwritten
+        raise SpecError("kernels_dir", a.kernels_dir, "a folder of measured kernel tables "
+                        "(CHIP/OPERATOR/FRAMEWORK/VERSION/NAME.parquet, as ../shared/data/kernels)")
+    with Steps(["deriving the tables and fitting the transfer curves"], "simllm-kernels", a.quiet) as steps:
+        steps.step("deriving the tables and fitting the transfer curves")
+        tables = build(a.kernels_dir, a.out)
     size = sum(p.stat().st_size for p in Path(a.out).iterdir())
     n = sum(int(np.isfinite(v).sum()) for v in tables.values() if v.dtype == np.float32)
     print(f"wrote {a.out}: {n:,} measured grid points of {len(tables['chips'])} chips, {size / 1e6:.2f} MB")

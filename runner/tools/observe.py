@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import SpecError
+from runner.tools.cli import guard, show_progress
 
 #: Prompt text: words that are one token in the common BPE vocabularies (GPT-2/Llama/Qwen).
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at "
@@ -310,7 +311,7 @@ def run(args) -> dict:
     recs, status = asyncio.run(drive(args.url, stream, chat=args.endpoint == "chat", model=model,
                                      duration=args.duration, timeout=args.timeout,
                                      ignore_eos=not args.no_ignore_eos, ids=args.token_ids,
-                                     progress=not args.no_progress))
+                                     progress=show_progress(args.no_progress)))
     meta["stopped"] = status["stopped"]
     doc = to_measurement(recs, stream, meta, args.time_scale)
     out = Path(args.output)
@@ -369,12 +370,14 @@ def parser() -> argparse.ArgumentParser:
                     help="the server's wall seconds per simulated second (simllm-serve --time-scale)")
     ap.add_argument("--token-ids", action="store_true", help="completions: send prompts as token ids")
     ap.add_argument("--no-ignore-eos", action="store_true", help="do not send vLLM's ignore_eos")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("-q", "--quiet", "--no-progress", dest="no_progress", action="store_true",
+                    help="no progress bar (also SIMLLM_QUIET=1; drawn only on a terminal's stderr)")
     ap.add_argument("--tracking-uri", default=None, help="log the observation to this MLflow store")
     ap.add_argument("--experiment", default="observations")
     return ap
 
 
+@guard("simllm-observe")
 def main(argv=None) -> int:
     args = parser().parse_intermixed_args(argv)
     for name in ("time_scale", "timeout"):
@@ -386,11 +389,7 @@ def main(argv=None) -> int:
     if args.duration < 0:
         print(f"simllm-observe: error: --duration {args.duration}: expected >= 0", file=sys.stderr)
         return 2
-    try:
-        doc = run(args)
-    except SpecError as e:
-        print(f"simllm-observe: error: {e}", file=sys.stderr)
-        return 2
+    doc = run(args)
     return doc.get("_exit", 0)
 
 

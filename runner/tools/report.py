@@ -28,6 +28,7 @@ import polars as pl
 from engine.result import report_metrics
 from runner import tracking
 from runner.tools import plots, runs
+from runner.tools.cli import Steps, add_quiet, guard
 
 #: Param keys never shown as swept (free text that changes with the option chosen).
 _TEXT_KEYS = ("description", "source", "provenance")
@@ -422,13 +423,22 @@ def _args(argv):
     p.add_argument("-o", "--out", type=Path, help="report directory (default outputs/reports/...)")
     p.add_argument("--html", action="store_true", help="also write a self-contained report.html")
     p.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
+    add_quiet(p)
     return p.parse_args(argv)
 
 
+@guard("simllm-report")
 def main(argv=None) -> int:
     a = _args(argv)
     uri = a.uri or tracking.default_uri()
     t0 = time.perf_counter()
+    names = ["reading the runs", "building the report"] + ([] if a.no_log else ["logging to MLflow"])
+    with Steps(names, "simllm-report", a.quiet) as steps:
+        steps.step("reading the runs")
+        return _main(a, uri, t0, steps)
+
+
+def _main(a, uri, t0, steps) -> int:
     try:
         if a.compare:
             from runner.tools import compare
@@ -449,7 +459,7 @@ def main(argv=None) -> int:
             print("simllm-report: give an experiment, --sweep, --runs or --compare A B", file=sys.stderr)
             return 2
     except runs.SelectionError as e:
-        print(f"simllm-report: {e}", file=sys.stderr)
+        print(f"simllm-report: error: {e}", file=sys.stderr)
         return 2
     if parent is None and a.sweep and len(a.sweep) == 32:
         parent = a.sweep
@@ -457,11 +467,13 @@ def main(argv=None) -> int:
     out = a.out or Path("outputs/reports") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
     selection = ", ".join(f"{k} {v}" for k, v in (("experiment", a.experiment), ("sweep", a.sweep),
                                                     ("commit", a.commit), ("target", a.target)) if v)
+    steps.step("building the report")
     md = build(uri, df, out, title, selection or "runs", a.html)
     print(md.read_text().split("## Roofline")[0].rstrip())
     print(f"\nreport: {md}" + (f" and {out / 'report.html'}" if a.html else "")
           + f"  ({time.perf_counter() - t0:.1f} s)")
     if not a.no_log:
+        steps.step("logging to MLflow")
         try:
             rid = log_report(uri, df, out, title, parent)
             print(f"logged as MLflow run {rid}")
@@ -507,7 +519,7 @@ def trend_main(uri: str, a) -> int:
         df = runs.select(uri, experiment=exp, commit=a.commit, dedupe=False)
         t = trend_table(df, a.trend, a.by, a.config_hash)
     except runs.SelectionError as e:
-        print(f"simllm-report: {e}", file=sys.stderr)
+        print(f"simllm-report: error: {e}", file=sys.stderr)
         return 2
     if t.is_empty():
         print(f"simllm-report: no run of the selection has a value of {a.trend}", file=sys.stderr)

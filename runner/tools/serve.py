@@ -39,6 +39,7 @@ import time
 import uuid
 
 from engine.errors import SpecError
+from runner.tools.cli import guard
 
 TOKEN_TEXT = " tok"
 
@@ -413,17 +414,19 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+@guard("simllm-serve")
 def main(argv=None) -> int:
     args = parser().parse_intermixed_args(argv)
     if not (args.time_scale > 0 and math.isfinite(args.time_scale)):
         print(f"simllm-serve: error: --time-scale {args.time_scale}: expected a finite number > 0",
               file=sys.stderr)
         return 2
-    try:
-        eng, name, desc = build(args.overrides, args.max_requests)
-    except SpecError as e:
-        print(f"simllm-serve: error: {e}", file=sys.stderr)
-        return 2
+    for name in ("port", "max_requests", "default_max_tokens", "max_body_bytes"):
+        v = getattr(args, name)
+        if v < (0 if name == "port" else 1) or (name == "port" and v > 65535):
+            raise SpecError(f"--{name.replace('_', '-')}", v, "a port 0-65535" if name == "port"
+                            else "an integer >= 1")
+    eng, name, desc = build(args.overrides, args.max_requests)
     import uvicorn
 
     name = args.served_model_name or name

@@ -53,6 +53,7 @@ import numpy as np
 
 from runner import paths
 from runner.tools import rowgrammar as rg
+from runner.tools.cli import add_quiet, count_type, guard, positive_type
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CSV = paths.shared_file("reference", "measured_dev.csv")     # $SIMLLM_SHARED_DATA overrides
@@ -414,8 +415,16 @@ class Runner:
 
 
 def read_cases(path, model_configs: dict | None = None) -> list[Case]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return [build_case(r, model_configs) for r in csv.DictReader(f)]
+    from engine.errors import SpecError
+
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return [build_case(r, model_configs) for r in csv.DictReader(f)]
+    except UnicodeDecodeError as e:
+        raise SpecError("--csv", str(path), f"UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at "
+                        f"offset {e.start})") from None
+    except csv.Error as e:
+        raise SpecError("--csv", str(path), f"a well-formed CSV ({e})") from None
 
 
 def _stats(errs) -> dict:
@@ -689,33 +698,65 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
 
 
 def run(args) -> dict:
+    from runner.tools.cli import Steps
+
+    names = ["reading the rows", *(["fitting"] if args.fit else []), "predicting",
+             *(["half split"] if args.half_split else []), "writing the report",
+             *([] if args.no_tracking else ["logging to MLflow"])]
+    with Steps(names, "simllm-validate", getattr(args, "quiet", False)) as steps:
+        return _run(args, steps)
+
+
+def _run(args, steps) -> dict:
+    from tqdm import tqdm
+
+    from engine.errors import SpecError
+
+    steps.step("reading the rows")
     csv_path = Path(args.csv)
     if not csv_path.is_file():
-        raise FileNotFoundError(f"--csv {csv_path}: no such file")
+        raise SpecError("--csv", str(csv_path), "an existing CSV of measured points")
     sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
     configs = dict(_model_config(x) for x in args.model_config)
     cases = read_cases(csv_path, configs)
     if args.only:
-        cases = [c for c in cases if re.match(args.only, c.id)]
+        try:
+            cases = [c for c in cases if re.match(args.only, c.id)]
+        except re.error as e:
+            raise SpecError("--only", args.only, f"a regular expression ({e})") from None
     runner = Runner(args.calibration, des_scale=args.des_scale, extra=args.set)
     params = None
+    evals = [0]
+
+    def fit_log(line: str) -> None:      # the fit's lines stay on stdout, around the bar
+        evals[0] += 1
+        steps.note(f"fitting: evaluation {evals[0]}")
+        tqdm.write(line, file=sys.stdout)
+
     if args.fit:
+        steps.step("fitting")
         first = next(c for c in cases if not c.skip)
         cal = runner.specs(first)[0].calibration
         start = {k: getattr(cal, k) for k in FIT_PARAMS}
         fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
         fit_runner._specs = runner._specs
-        params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish)
-    for c in cases:
+        params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish,
+                                      log=fit_log)
+    steps.step("predicting")
+    for i, c in enumerate(cases):
+        steps.note(f"predicting: row {i + 1} of {len(cases)} ({c.id})")
         if not c.skip:
             c.predicted = runner.predict(c, params)
             if not math.isfinite(c.predicted):
                 c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
     summary = summarize(cases)
     text = table_text(cases, summary)
+    if args.half_split:
+        steps.step("half split")
     split = half_split(runner, cases, args) if args.half_split else None
     if split:
         text += split["text"]
+    steps.step("writing the report")
     print(text)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.output_dir) / stamp
@@ -752,6 +793,7 @@ def run(args) -> dict:
     if not args.no_tracking:
         from runner import tracking
 
+        steps.step("logging to MLflow")
         metrics = {f"{g}_{k}": v for g, s in summary.items() for k, v in s.items()}
         metrics["rows_predicted"] = coverage(cases)["predicted"]
         if split:
@@ -779,16 +821,16 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--set", nargs="*", default=[], help="overrides for every row, e.g. "
                     "calibration.compute_efficiency=0.7 (with --fit: the start)")
     ap.add_argument("--fit", default="", help="fit one calibration on all rows, write conf/calibration/NAME.yaml")
-    ap.add_argument("--max-nfev", type=int, default=30, help="--fit: least_squares evaluations")
+    ap.add_argument("--max-nfev", type=count_type(1), default=30, help="--fit: least_squares evaluations")
     ap.add_argument("--polish", type=int, default=0,
                     help="--fit: then Nelder-Mead on the mean per-metric median |error| (this many evaluations)")
     ap.add_argument("--model-config", action="append", default=[], metavar="NAME=PATH",
                     help="a config.json for a model the project has no conf/model for (repeatable)")
-    ap.add_argument("--des-scale", type=float, default=1.0,
+    ap.add_argument("--des-scale", type=positive_type, default=1.0,
                     help="DES request counts x this (smaller: faster, noisier)")
     ap.add_argument("--half-split", action="store_true",
                     help="also fit on every other row (by id) and report the error on the rows not fitted")
-    ap.add_argument("--fit-des-scale", type=float, default=0.3,
+    ap.add_argument("--fit-des-scale", type=positive_type, default=0.3,
                     help="--fit: DES request counts x this while fitting (the final table uses all)")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--conf-dir", default=str(ROOT / "conf"))
@@ -796,18 +838,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-tracking", action="store_true")
     ap.add_argument("--tracking-uri", default=None, help="MLflow store (default: runner.tracking's)")
     ap.add_argument("--experiment", default="validation")
+    add_quiet(ap)
     return ap
 
 
+@guard("simllm-validate")
 def main(argv=None) -> int:
-    from engine.errors import SpecError
-
     args = parser().parse_args(argv)
-    try:
-        run(args)
-    except (SpecError, FileExistsError, FileNotFoundError) as e:
-        print(f"simllm-validate: error: {e}", file=sys.stderr)
-        return 2
+    run(args)
     return 0
 
 
