@@ -207,7 +207,8 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     if cfg.print_table:
         if result.summary.get("pareto_points") is None:   # a Pareto job's row is its frontier
             print_rows([summary_line(cfg, result.summary, ident)])
-        for line in extra_lines(result.summary, result.table, ident):
+        axis = OmegaConf.select(cfg, "engine.analytical.pareto.throughput", default="decode")
+        for line in extra_lines(result.summary, result.table, ident, axis):
             print(line)
         if not result.summary.get("fits_in_memory", True):
             print(f"does not fit in memory: {result.summary.get('memory_reason')}")
@@ -357,14 +358,14 @@ def identity(cfg: DictConfig | dict, overrides=()) -> dict:
     return out
 
 
-def extra_lines(summary: dict, table=None, ident: dict | None = None) -> list[str]:
+def extra_lines(summary: dict, table=None, ident: dict | None = None, pareto_axis: str = "decode") -> list[str]:
     """Printed under the job's row: what the row cannot hold. Pareto sweep: its frontier (one row
     per winner, highest throughput first); disaggregated prefill/decode: the TTFT split and the
     co-located figures it replaces; C* (chunk search) and B* where the run computed them."""
     s = summary
     lines = []
     if s.get("pareto_points") is not None and table is not None and "on_frontier" in table.columns:
-        lines += pareto_lines(s, table, ident)
+        lines += pareto_lines(s, table, ident, pareto_axis)
     if s.get("disagg_ttft_ms") is not None:
         lines.append(
             f"disaggregated prefill/decode over {_fmt(s.get('disagg_devices'), 0)} devices: TTFT "
@@ -389,21 +390,25 @@ def extra_lines(summary: dict, table=None, ident: dict | None = None) -> list[st
     return lines
 
 
-#: Pareto frontier columns printed: (table column, label, decimals).
+#: Pareto frontier columns printed: (table column, label, decimals). The frontier's x axis is
+#: decode throughput (B / TPOT per GPU; engine.analytical.pareto.throughput=decode) or the e2e one.
 _PARETO_COLUMNS = (("partition", "partition", None), ("batch_size", "batch", 0), ("prefill_chunk", "chunk", 0),
                    ("ttft_ms", "TTFT ms", 2), ("tpot_ms", "TPOT ms", 2),
-                   ("throughput_tok_s_per_gpu", "tok/s/GPU", 0),
+                   ("decode_throughput_tok_s_per_gpu", "decode tok/s/GPU", 0),
+                   ("throughput_tok_s_per_gpu", "e2e tok/s/GPU", 0),
                    ("interactivity_tok_s_per_user", "tok/s/user", 2), ("decode_bound", "bound", None))
 
 
-def pareto_lines(s: dict, table, ident: dict | None = None) -> list[str]:
+def pareto_lines(s: dict, table, ident: dict | None = None, axis: str = "decode") -> list[str]:
     """The Pareto sweep's frontier as text rows (engine.analytical.pareto): the winners of
-    throughput per GPU against interactivity, highest throughput first."""
+    throughput per GPU (``axis``: decode or e2e, the sweep's ``throughput``) against
+    interactivity, highest throughput first."""
     import io
 
     front = table.filter(table["on_frontier"])
-    if "throughput_tok_s_per_gpu" in front.columns:
-        front = front.sort("throughput_tok_s_per_gpu", descending=True)
+    x = "decode_throughput_tok_s_per_gpu" if axis == "decode" else "throughput_tok_s_per_gpu"
+    if x in front.columns:
+        front = front.sort(x, descending=True)
     rows = []
     for r in front.iter_rows(named=True):
         row = {}
@@ -416,7 +421,7 @@ def pareto_lines(s: dict, table, ident: dict | None = None) -> list[str]:
     print_rows(rows, file=buf)
     what = (f" of {ident['model']} on {ident['hardware']} ({ident['framework']})" if ident else "")
     head = (f"Pareto frontier{what}, {_fmt(s.get('devices'), 0)} devices: {len(rows)} winners of "
-            f"{s.get('pareto_points')} points" + (f" ({s['pareto_dropped']} dropped: do not fit in memory)"
+            f"{s.get('pareto_points')} points ({axis} tok/s/GPU vs tok/s/user)" + (f" ({s['pareto_dropped']} dropped: do not fit in memory)"
                                                   if s.get("pareto_dropped") else ""))
     return [head, *buf.getvalue().rstrip("\n").splitlines()]
 

@@ -161,7 +161,7 @@ def _labels(df: pl.DataFrame, keys: list[str]) -> dict[str, str]:
 
 def config_labels(df: pl.DataFrame) -> dict[str, str]:
     """Config hash -> a name for its config: the params that differ between the configs of ``df``
-    (``swept_params`` over one run per hash: "hardware.name=h200 tp=2"), else the run's hardware,
+    (``swept_params`` over one run per hash: "hardware=h200 tp=2"), else the run's hardware,
     model and partition ("h100_sxm llama_3_1_8b tp1"). Two configs that the logged params cannot
     tell apart get their hash's first 6 characters too."""
     hcol = "tags.simllm.config_hash"
@@ -169,7 +169,7 @@ def config_labels(df: pl.DataFrame) -> dict[str, str]:
         return {}
     one = df.filter(pl.col(hcol).is_not_null()).unique(subset=[hcol], keep="first", maintain_order=True)
     keys = swept_params(one) if one.height > 1 else []
-    short = _short(keys)
+    short = {k: k[:-5] if k.endswith(".name") else v for k, v in _short(keys).items()}   # hardware=h200
     out = {}
     for r in one.iter_rows(named=True):
         lab = " ".join(f"{short[k]}={r.get(f'params.{k}')}" for k in keys)
