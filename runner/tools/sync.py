@@ -43,6 +43,14 @@ def _jobs(dirs: list[str]) -> tuple[list[dict], list[str]]:
     return jobs, bad
 
 
+def _config(job_dir: Path) -> dict:
+    """The job's resolved config.yaml as plain containers (PyYAML's C loader: ~10x OmegaConf)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((job_dir / outputs.CONFIG).read_text(), Loader=loader)
+
+
 def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items: list[dict],
                 workers: int, verbose: bool) -> tuple[int, int, int]:
     """Log one sweep's pending jobs (or loose jobs: ``sweep_id`` None); (synced, already, failed)."""
@@ -72,7 +80,7 @@ def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items
     tasks = []
     for j in items:
         try:
-            f = run_fields(tracking_cfg, j["dir"], j["doc"])
+            f = run_fields(tracking_cfg, j["dir"], j["doc"], _config(j["dir"]))
         except Exception as e:  # noqa: BLE001 - e.g. config.yaml missing: this job stays pending
             print(f"still pending {j['dir']}: {type(e).__name__}: {e}", file=sys.stderr)
             failed += 1
@@ -138,7 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--uri", help="tracking URI to upload to (default: the one each job used)")
     ap.add_argument("--experiment", help="experiment name (default: the one each job used)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="runs logged at once (default: 8 to a tracking server, 1 to a database)")
+                    help="runs logged at once (default: 4 to a tracking server, 1 to a database)")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per job")
     args = ap.parse_args(argv)
     for d in args.dirs:
@@ -182,7 +190,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             failed += n
             continue
-        workers = args.workers or (8 if uri.split(":", 1)[0] in ("http", "https") else 1)
+        workers = args.workers or (4 if uri.split(":", 1)[0] in ("http", "https") else 1)
         cfg = OmegaConf.create({"uri": uri, "experiment": exp})
         for sweep_id, items in sweeps.items():
             try:
