@@ -5,7 +5,7 @@
 # with queue_policy=priority. regret.parquet names every request; report_counterfactual.py prints them.
 set -euo pipefail
 OUT=${OUT:-outputs/cluster_cf}
-simllm engine=des model=llama_3_1_8b hardware=h100_sxm workload=azure_conv workload.num_requests=3000 \
+simllm engine=des framework=generic model=llama_3_1_8b hardware=h100_sxm workload=azure_conv workload.num_requests=3000 \
   workload.rate_rps=${RATE:-24} workload.priority_fraction=0.3 tracking.enabled=false \
   'engine.des.class_slo_ttft_ms=[500,5000]' 'engine.des.counterfactual="queue_policy=priority"' \
   engine.des.timeseries_s=10 hydra.run.dir="$OUT"

@@ -39,7 +39,7 @@ def main():
     args = ap.parse_args()
     schema.register()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config")
+        cfg = compose(config_name="config", overrides=["framework=generic"])   # as recorded
     base = specs_from_config(cfg)
     des = DesSpec(progress="off").resolve(base.framework)   # scheduler limits from the profile
     S, N = 512, 128

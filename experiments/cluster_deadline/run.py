@@ -35,7 +35,7 @@ def main():
           "long cancelled | chat cancelled | cancelled running |")
     print("|---|---|---|---|---|---|---|---|---|")
     for rate in (float(r) for r in a.rates.split(",")):
-        specs = compose_specs("engine=des", "workload=poisson_chat", f"workload.rate_rps={rate}",
+        specs = compose_specs("engine=des", "framework=generic", "workload=poisson_chat", f"workload.rate_rps={rate}",
                               f"workload.num_requests={a.requests}")
         base = DesSpec(classes=(CHAT, LONG))
         for label, des in (("none", base),

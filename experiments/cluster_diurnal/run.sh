@@ -9,7 +9,7 @@
 # Job dirs under $OUT (default outputs/cluster_diurnal).
 set -euo pipefail
 OUT=${OUT:-outputs/cluster_diurnal}
-COMMON=(engine=des model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
+COMMON=(engine=des framework=generic model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
   workload.num_requests=172800 workload.rate_rps=2 tracking.enabled=false
   hardware.price_per_hour=3.0 engine.des.slo_ttft_ms=2000 engine.des.slo_tpot_ms=100
   engine.des.traffic_shape=diurnal engine.des.traffic_peak_ratio=4 engine.des.traffic_period_s=86400

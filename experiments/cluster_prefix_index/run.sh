@@ -10,7 +10,7 @@ set -euo pipefail
 OUT=${OUT:-outputs/cluster_prefix_index}
 for blocks in 0 ${BLOCKS:-4000}; do
   for idx in routed events lru; do
-    simllm engine=des model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \
+    simllm engine=des framework=generic model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \
       workload.num_requests=12000 workload.rate_rps=${RATE:-24} tracking.enabled=false \
       engine.des.replicas=4 engine.des.router=weighted engine.des.signal_delay_s=1 \
       engine.des.session_turns=4 engine.des.session_think_s=10 engine.des.session_system_tokens=1024 \

@@ -8,7 +8,7 @@ set -euo pipefail
 OUT=${OUT:-outputs/cluster_routing}
 for router in weighted least_outstanding; do
   for d in 0 1 5; do
-    simllm engine=des model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \
+    simllm engine=des framework=generic model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \
       workload.num_requests=12000 workload.rate_rps=${RATE:-24} tracking.enabled=false \
       engine.des.replicas=4 engine.des.router=$router engine.des.signal_delay_s=$d \
       engine.des.session_turns=4 engine.des.session_think_s=10 engine.des.session_system_tokens=1024 \
