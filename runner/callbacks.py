@@ -47,6 +47,7 @@ class SweepTracking(Callback):
         uri, exp_name = config.tracking.uri, config.tracking.experiment
         reason = tracking.probe(uri)
         if reason is None:
+            os.environ[tracking.PROBED_ENV] = uri
             try:
                 exp = tracking.experiment_id(uri, exp_name)
                 os.environ[tracking.EXPERIMENT_ENV] = exp
@@ -58,15 +59,21 @@ class SweepTracking(Callback):
                     uri, exp, f"sweep:{sweep_dir.name}",
                     {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
                 os.environ[tracking.PARENT_ENV] = self.parent
-                os.environ[tracking.PROBED_ENV] = uri
             except Exception as e:  # noqa: BLE001
                 reason = f"{type(e).__name__}: {e}"[:500]
         if reason:
+            os.environ.pop(tracking.PROBED_ENV, None)
             os.environ[tracking.DOWN_ENV] = reason
             tracking.mark_down(sweep_dir, uri, reason)
+            resume = ""
+            if config.get("resume"):   # no finished runs to skip can be known: every job runs
+                path = sweep_dir / ".finished_hashes.json"
+                path.write_text("[]")
+                os.environ[tracking.FINISHED_ENV] = str(path.resolve())
+                resume = " (resume=true cannot see its finished runs: every job runs)"
             print(f"simllm: warning: MLflow unavailable at {uri} ({reason}); every job of this "
-                  f"sweep writes its results to its job directory only; upload them later with "
-                  f"`simllm-sync {sweep_dir}`", file=sys.stderr)
+                  f"sweep writes its results to its job directory only{resume}; upload them later "
+                  f"with `simllm-sync {sweep_dir}`", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from engine.result import metric
