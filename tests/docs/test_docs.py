@@ -132,3 +132,12 @@ def test_documented_outputs_are_what_the_commands_print():
         _, probs = gen.exec_page(page, page.read_text(), check=True, log=lambda s: None)
         problems += probs
     assert not problems, "stale documented outputs (python docs/gen.py rewrites them):\n\n" + "\n\n".join(problems)
+
+
+def test_readme_links_resolve():
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links
+    for link in links:
+        if "://" not in link:
+            assert (ROOT / link).exists(), f"README.md links to {link}, which does not exist"
