@@ -197,7 +197,7 @@ class Steps:
         self.desc = desc
         self.bar = progress(total=len(self.names), desc=desc, unit="step", quiet=quiet,
                             mininterval=0.1, bar_format="{desc}: {n_fmt}/{total_fmt} steps "
-                                                        "[{elapsed}] {postfix}")
+                                                        "[{elapsed}]{postfix}")
         self._started = False
         self.shown = not self.bar.disable
         self._stop = threading.Event()
