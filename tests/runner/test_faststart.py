@@ -28,7 +28,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-import runner.app as app
+import runner.app  # noqa: F401 - installs the shortcuts, as the simllm process does
+import runner.hydra_fast as app
 from hydra_plugins.simllm_sweeper.batched import _apply, _in_place, _undo
 from tests.conftest import CONF
 

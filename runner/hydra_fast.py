@@ -1,0 +1,342 @@
+"""Hydra speed patches of the ``simllm`` process: what each saves is in its docstring.
+
+Hydra 1.3 spends most of a short ``simllm`` process composing (the mode compose, the defaults
+list, YAML parsing, a deep copy of the ConfigStore) and writing ``.hydra/*.yaml`` with a
+pure-Python emitter. Each function below patches one of those steps in place, checks that it
+applies, and is idempotent; none changes a composed config or a written file
+(tests/runner/test_faststart.py compares each with Hydra's own). ``install()`` applies them all
+unless ``SIMLLM_HYDRA_SHORTCUTS=0`` (Hydra's own behaviour throughout). runner/app.py, the thin
+app, calls it at import; nothing else here runs on import.
+"""
+
+import copy
+import dataclasses
+import os
+import re
+import sys
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+
+from runner import experiments
+
+#: Set to 0 for Hydra's own behaviour throughout (none of the patches); the outputs are the same
+#: either way (tests/runner/test_faststart.py compares a sweep's files).
+SHORTCUTS_ENV = "SIMLLM_HYDRA_SHORTCUTS"
+
+
+def share_config_store() -> None:
+    """Let copies of Hydra's config repository share the one ConfigStore instead of copying it.
+
+    Every compose (twice per run, once per basic-sweeper job, 123 times for ``--help``) builds a
+    ``CachingConfigRepository`` that deep-copies its sources, and the structured-config source
+    holds the ConfigStore singleton with every generated schema: that copy was ~70 % of a
+    compose here (3.9 CPU-s of ``simllm --help``). The copy protects nothing: ``ConfigStore.load``
+    already hands out a deep copy of the node it loads, and the store is a process-wide
+    singleton (Hydra's main branch stopped holding it on the source, facebookresearch/hydra#2928;
+    the 1.3 release installed here still copies it). Idempotent; composed configs are unchanged.
+    """
+    if "__deepcopy__" not in ConfigStore.__dict__:
+        ConfigStore.__deepcopy__ = lambda self, memo: self
+
+
+def cache_config_files() -> None:
+    """Parse each config file once per process: Hydra re-reads and re-parses every YAML file of
+    the defaults list on each compose (twice for a plain run: once to find the mode, once to
+    run; twice per job of the basic sweeper), and OmegaConf's pure-Python YAML loader costs ~2 ms
+    a file where a deep copy of the parsed node costs ~0.3 ms. Each call still gets its own deep
+    copy (Hydra edits what it loads); a file is re-read when its mtime or size changes.
+    Idempotent; composed configs are unchanged.
+    """
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
+
+    # Hydra's plugin scan (once per process) re-executes its core plugin modules, replacing these
+    # classes: patch the ones the scan leaves in place
+    for cls in Plugins.instance().discover(ConfigSource):
+        if cls.__name__ not in ("FileConfigSource", "ImportlibResourcesConfigSource"):
+            continue
+        if getattr(cls.load_config, "_simllm_cached", False):
+            continue
+        cache: dict = {}
+
+        def load_config(self, config_path, _orig=cls.load_config, _cache=cache,
+                        _files=cls.__name__ == "FileConfigSource"):
+            stamp = None
+            if _files:   # package resources do not change while a process runs; files may
+                full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    return _orig(self, config_path)   # raises Hydra's own "not found"
+                stamp = (st.st_mtime_ns, st.st_size)
+            key = (self.path, self.provider, config_path)
+            hit = _cache.get(key)
+            if hit is None or hit[0] != stamp:
+                hit = _cache[key] = (stamp, _orig(self, config_path))
+            if _files and _LOADED is not None:   # a compose being memoised: remember the file
+                _LOADED.append((full, stamp))
+            res = hit[1]
+            return dataclasses.replace(res, config=copy.deepcopy(res.config), header=dict(res.header))
+
+        load_config._simllm_cached = True
+        cls.load_config = load_config
+
+
+#: (path, (mtime, size)) of each config file read while a compose is being memoised (else None).
+_LOADED: list | None = None
+
+
+def _file_stamp(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def memoize_compose() -> None:
+    """Compose each distinct selection of config-group options once per process; a job that
+    differs only in values (``partition.tp=4``, ``hardware.hbm_bandwidth=5TB/s``) starts from a
+    deep copy of that composition, and Hydra's own code applies its value overrides and fills
+    ``hydra.*`` (overrides, choices, override_dirname, ...) exactly as for a fresh compose.
+
+    Hydra's basic sweeper composes every job twice (validate, then launch) and a compose of
+    simllm's config (~470 keys of generated schemas merged from ~30 sources) costs ~75 ms where a
+    deep copy of the result costs ~5 ms. What is memoised are the two steps that depend only on
+    the group selection: the defaults list (``create_defaults_list``, called with the group
+    overrides alone; the value overrides, classified as Hydra's ``Overrides`` classifies them --
+    not a config group, or a dict value -- are handed back as its ``config_overrides`` in their
+    order) and the merge of that defaults list (``_compose_config_from_defaults_list``).
+    A memoised entry is used only while the config search path, the ConfigStore (every
+    ``store`` call counts) and the stamps (mtime, size) of the config files it read are
+    unchanged; sweep overrides and anything that fails take Hydra's own path. Idempotent.
+    """
+    import hydra._internal.config_loader_impl as cli
+
+    if getattr(cli.create_defaults_list, "_simllm", False):
+        return
+    orig_defaults = cli.create_defaults_list
+    orig_compose = cli.ConfigLoaderImpl._compose_config_from_defaults_list
+    store_generation = [0]
+    orig_store = ConfigStore.store
+
+    def store(self, *args, **kwargs):
+        store_generation[0] += 1
+        return orig_store(self, *args, **kwargs)
+
+    ConfigStore.store = store
+    entries: dict = {}     # key -> [DefaultsList, file stamps, composed config or None]
+    by_defaults: dict = {}  # id(DefaultsList.defaults) -> entry
+
+    def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
+        global _LOADED
+        try:
+            if any(o.is_sweep_override() or o.input_line is None for o in overrides_list):
+                raise LookupError
+            values = [o for o in overrides_list
+                      if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
+            groups = [o for o in overrides_list if not any(o is v for v in values)]
+            key = (tuple((type(s).__name__, s.provider, s.path) for s in repo.get_sources()),
+                   config_name, tuple(o.input_line for o in groups), prepend_hydra, skip_missing,
+                   store_generation[0])
+        except Exception:  # noqa: BLE001 - Hydra's own path raises its own error
+            return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        entry = entries.get(key)
+        if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
+            return dataclasses.replace(entry[0], config_overrides=values)
+        outer = _LOADED       # the files this compose read so far (the primary config), if any
+        if outer is None:
+            _LOADED = []
+        try:
+            dl = orig_defaults(repo, config_name, groups, prepend_hydra, skip_missing)
+        finally:
+            loaded = list(_LOADED)
+            if outer is None:
+                _LOADED = None
+        if dl.config_overrides:   # cannot happen (every value override was taken out): no memo
+            return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        old = entries.pop(key, None)
+        if old is not None:
+            by_defaults.pop(id(old[0].defaults), None)
+        entries[key] = entry = [dl, loaded, None]
+        by_defaults[id(dl.defaults)] = entry
+        return dataclasses.replace(dl, config_overrides=values)
+
+    def compose_config_from_defaults_list(self, defaults, repo):
+        entry = by_defaults.get(id(defaults))
+        if entry is None or entry[0].defaults is not defaults:
+            return orig_compose(self, defaults, repo)
+        if entry[2] is None:
+            cfg = orig_compose(self, defaults, repo)
+            entry[2] = copy.deepcopy(cfg)
+            return cfg
+        return copy.deepcopy(entry[2])
+
+    orig_impl = cli.ConfigLoaderImpl._load_configuration_impl
+
+    def load_configuration_impl(self, *args, **kwargs):
+        """Hydra's compose, recording the config files it reads (the primary config is read
+        before the defaults list, and Hydra's per-compose cache does not read it again)."""
+        global _LOADED
+        outer, _LOADED = _LOADED, []
+        try:
+            return orig_impl(self, *args, **kwargs)
+        finally:
+            _LOADED = outer
+
+    create_defaults_list._simllm = True
+    create_defaults_list._hydra = orig_defaults            # Hydra's own (tests compare with it)
+    compose_config_from_defaults_list._hydra = orig_compose
+    load_configuration_impl._hydra = orig_impl
+    cli.create_defaults_list = create_defaults_list
+    cli.ConfigLoaderImpl._compose_config_from_defaults_list = compose_config_from_defaults_list
+    cli.ConfigLoaderImpl._load_configuration_impl = load_configuration_impl
+
+
+def _plain_ascii(obj) -> bool:
+    """Is this container made only of dicts (keys: printable-ASCII strings of 1-99 characters),
+    lists, printable-ASCII strings, numbers, booleans and None?"""
+    if isinstance(obj, str):
+        return obj.isascii() and obj.isprintable()
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return True
+    if isinstance(obj, list):
+        return all(_plain_ascii(v) for v in obj)
+    if isinstance(obj, dict):
+        return all(type(k) is str and 0 < len(k) < 100 and _plain_ascii(k) and _plain_ascii(v)
+                   for k, v in obj.items())
+    return False
+
+
+def fast_job_yaml() -> None:
+    """Write the ``.hydra/*.yaml`` files of a job with libyaml's emitter where its text is the
+    same as OmegaConf's.
+
+    Hydra writes config.yaml, hydra.yaml and overrides.yaml of every job with
+    ``OmegaConf.to_yaml`` (PyYAML's pure-Python emitter; ~3 ms for simllm's job config). The C
+    emitter with the same representers (OmegaConf's ``str`` representer on PyYAML's
+    ``Representer``) writes the same text for plain data; the two emitters differ on control
+    characters and line breaks inside quoted strings and on empty or long (128+) keys, so a
+    container holding anything but printable-ASCII strings (keys of 1-99 characters), numbers,
+    booleans, None, lists and dicts -- hydra.yaml's multi-line help templates, for one -- keeps
+    OmegaConf's own path. Same call as ``OmegaConf.to_yaml(cfg)`` otherwise (resolve=False,
+    sort_keys=False, enums as strings). Idempotent.
+    """
+    import hydra.core.utils as hcu
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import OmegaConfDumper, get_omega_conf_dumper
+
+    if getattr(hcu._save_config, "_simllm", False) or not hasattr(yaml, "CDumper"):
+        return
+
+    class CDumper(yaml.CDumper):
+        pass
+
+    CDumper.add_representer(str, OmegaConfDumper.str_representer)
+
+    def _save_config(cfg, filename, output_dir):   # hydra.core.utils._save_config's steps
+        container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+        dumper = CDumper if _plain_ascii(container) else get_omega_conf_dumper()
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with open(str(output_dir / filename), "w", encoding="utf-8") as file:
+            file.write(yaml.dump(container, default_flow_style=False, allow_unicode=True,
+                                 sort_keys=False, Dumper=dumper))
+
+    _save_config._simllm = True
+    hcu._save_config = _save_config
+
+
+#: Roots whose config files could set ``hydra.mode`` (conf/ and the experiment presets).
+_CONFIG_ROOTS = (Path(__file__).resolve().parent.parent / "conf", experiments.EXPERIMENTS_DIR)
+
+
+_MODE_KEY = re.compile(r"\bmode\s*:")
+
+
+def _mode_cannot_be_set(overrides) -> bool:
+    """True when nothing but ``-m`` can make this a multirun: no override or command-line option
+    that could bring in ``hydra.mode`` (a ``mode`` key, a ``hydra/`` group, ``hydra.searchpath``,
+    another config dir or name; ``hydra.run.dir`` and the like cannot) and no config file of simllm's with a ``mode:`` key."""
+    for o in overrides:
+        key = str(o).split("=", 1)[0].lstrip("+~")
+        if (key in ("hydra", "mode") or key.endswith(".mode") or key.startswith("hydra/")
+                or key.startswith("hydra.searchpath")):
+            return False
+    if any(a.startswith(("-cp", "-cn", "-cd", "--config", "--experimental")) for a in sys.argv[1:]):
+        return False
+    for root in _CONFIG_ROOTS:
+        for path in root.rglob("*.yaml"):
+            try:
+                if _MODE_KEY.search(path.read_text(encoding="utf-8")):
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def skip_mode_compose() -> None:
+    """Skip the compose Hydra spends only on reading ``hydra.mode`` when nothing can set it.
+
+    Before every ``simllm`` process Hydra composes the whole config once (``Hydra.get_mode``)
+    just to read ``hydra.mode`` (RUN, MULTIRUN or unset), then composes it again to run: ~0.15
+    CPU-s, a sixth of a one-job process. When no override, option or config file of simllm's can
+    set ``hydra.mode`` that compose can only answer "unset" (``None``, the value it also returns
+    on any error), so this answers it directly; otherwise Hydra's own method runs. Idempotent.
+    """
+    from hydra._internal.hydra import Hydra
+
+    if getattr(Hydra.get_mode, "_simllm", False):
+        return
+    orig = Hydra.get_mode
+
+    def get_mode(self, config_name, overrides):
+        if _mode_cannot_be_set(overrides):
+            return None
+        return orig(self, config_name, overrides)
+
+    get_mode._simllm = True
+    Hydra.get_mode = get_mode
+
+
+def _may_use_experiments(argv) -> bool:
+    """Could this command line select or list an ``experiment`` preset? (Registering the presets
+    parses every experiments/*.yaml: ~0.075 CPU-s a process.) Yes when an argument names
+    ``experiment``, when Hydra is asked to list or print config (help, info, cfg, completion) or
+    to use another config, and when conf/config.yaml's defaults select one."""
+    if any("experiment" in a for a in argv):
+        return True
+    if any(a.split("=", 1)[0] in _LISTING_FLAGS or a.startswith(("-c", "--c", "-s", "--s", "-i", "--i", "-h",
+                                                                   "--h")) for a in argv):
+        return True
+    primary = _CONFIG_ROOTS[0] / "config.yaml"
+    try:
+        return bool(re.search(r"^\s*-\s*experiment\s*:\s*(?!null\b)\S", primary.read_text(), re.M))
+    except OSError:
+        return True
+
+
+_LISTING_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--resolve",
+                  "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir",
+                  "-cd", "--shell-completion", "-sc", "--experimental-rerun"}
+
+
+def enabled() -> bool:
+    """Are the shortcuts on (``SIMLLM_HYDRA_SHORTCUTS`` unset or not 0)?"""
+    return os.environ.get(SHORTCUTS_ENV, "1") != "0"
+
+
+def install() -> None:
+    """Apply every patch of this module, unless ``SIMLLM_HYDRA_SHORTCUTS=0``. Idempotent."""
+    if not enabled():
+        return
+    share_config_store()
+    cache_config_files()
+    skip_mode_compose()
+    memoize_compose()
+    fast_job_yaml()
+
+
+#: Should this command line register the experiment presets? (public name of the check above)
+may_use_experiments = _may_use_experiments
