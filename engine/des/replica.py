@@ -177,7 +177,47 @@ class Replica:
         scheduler strategy; return its end time, or None when there is nothing to do."""
         self.plan_pending = False
         self.t_plan = t
-        return self.sched.plan(self, t)
+        p = self.sched.schedule(self, t)
+        if p is None:
+            self.run = None
+            return None
+        if p.decode_run:
+            return self.decode_run(t)
+        return self.mixed(t, p.chunks, p.decodes)
+
+    # ------------------------------------------- what a scheduler policy reads and asks for
+    def any_prefilling(self) -> bool:
+        """Whether a running sequence still has prompt tokens to prefill."""
+        return bool(np.count_nonzero(self.pf[:self.n]))
+
+    def prefilling(self) -> list:
+        """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
+        admission first."""
+        n = self.n
+        part = np.flatnonzero(self.pf[:n] > 0)
+        if not len(part):
+            return []
+        part = part[np.argsort(self.adm[part], kind="stable")]
+        return [(int(s), int(self.pf[s])) for s in part.tolist()]
+
+    def reserve_decodes(self):
+        """Reserve the next token's KV block for every decoding sequence, preempting newest
+        first (``make_room``) when the pool lacks them; returns their slots, or None if none is
+        decoding."""
+        didx = np.flatnonzero(self.pf[:self.n] == 0)
+        if not len(didx):
+            return None
+        need = self.need(didx, 1)
+        if need > self.kv.avail():
+            self.make_room(1)
+            didx = np.flatnonzero(self.pf[:self.n] == 0)
+            if not len(didx):
+                return None
+            need = self.need(didx, 1)
+        self.kv.take(need)
+        own = self.ctx[didx] + 1 - self.cached[didx]
+        self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
+        return didx
 
     def _reserve(self, prompt, output, cached, pf, seq):
         """Tokens of KV a sequence needs at admission: prompt + all output (no-evict

@@ -38,6 +38,7 @@ import numpy as np
 
 from engine.analytical.step import StepModel
 from engine.des.kv_cache import kv_capacity
+from engine.des.schedulers import traits as scheduler_traits
 from engine.spec import Specs
 
 
@@ -142,7 +143,8 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
                         f"does not fit: {cap.weights_gb:.1f} GB weights + {cap.activation_gb:.1f} GB "
                         "activations per device leave no KV blocks")
     sm = StepModel.from_specs(specs)
-    chunk = des.token_budget if des.scheduler in ("sarathi", "sglang") else max(
+    pol = scheduler_traits(des.scheduler)       # the policy's traits (engine.des.schedulers)
+    chunk = des.token_budget if pol.budget_is_chunk else max(
         des.max_num_batched_tokens, int(np.max(L.prompt)))
     s_q = int(np.quantile(L.prompt, q, method="higher"))
     ttft0 = prefill_s(sm, s_q, chunk) + specs.calibration.per_request_overhead_s
@@ -177,7 +179,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, "")
     z = slo_ttft_ms * 1e-3 if slo_ttft_ms else np.inf
     overhead = ttft0 - prefill_s(sm, s_q, chunk)          # per-request overhead (+ hand-off)
-    if des.scheduler == "vllm":
+    if pol.prefill_first and not pol.chunks:     # separate iterations of whole prompts (vllm)
         r = 1.0 / (Es * c_pf + En1 * td / B)
         f_pf = np.clip(r * Es * c_pf, 0.0, 0.999)
         tpot_ok = td / (1.0 - f_pf) <= y

@@ -12,12 +12,19 @@ from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
-from engine.spec.framework import FRAMEWORK_SCHEDULERS, FrameworkSpec
+from engine.spec.framework import FrameworkSpec, scheduler_names, scheduler_traits
 from engine.spec.meta import param
 from engine.spec.workload import LengthDist, _coerce
 OUTPUT_FORMATS = ("parquet", "csv")
 
-SCHEDULERS = FRAMEWORK_SCHEDULERS
+
+
+def __getattr__(name):
+    if name == "SCHEDULERS":      # the registered DES policies (engine.des.schedulers)
+        return scheduler_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: DesSpec fields whose None means "the framework profile's value" (same name on FrameworkSpec).
 FROM_FRAMEWORK = ("scheduler", "max_num_seqs", "max_num_batched_tokens", "chunk_size", "block_size",
                   "watermark", "preemption")
@@ -298,7 +305,7 @@ class DesSpec:
         if not (isinstance(self.throttle_min_clock, (int, float)) and 0.05 <= self.throttle_min_clock <= 1.0):
             raise SpecError(f"{g}.throttle_min_clock", self.throttle_min_clock, "a fraction in [0.05, 1]")
         if self.scheduler is not None:
-            one_of(g, "scheduler", self.scheduler, SCHEDULERS)
+            one_of(g, "scheduler", self.scheduler, scheduler_names())
         if self.preemption is not None:
             one_of(g, "preemption", self.preemption, ("recompute", "swap", "none"))
         one_of(g, "queue_policy", self.queue_policy, QUEUE_POLICIES)
@@ -383,10 +390,11 @@ class DesSpec:
         positive(g, "slo_ttft_ms", self.slo_ttft_ms)
         positive(g, "slo_tpot_ms", self.slo_tpot_ms)
         if self.framework is not None:
-            if self.preemption == "none" and self.scheduler != "orca":
+            if self.preemption == "none" and not scheduler_traits(self.scheduler).reserves_output:
                 raise SpecError(f"{g}.preemption", "none",
-                                f"recompute or swap for scheduler={self.scheduler} (only orca's "
-                                "admission reservation never preempts)")
+                                f"recompute or swap for scheduler={self.scheduler} (only a policy "
+                                "that reserves prompt + output KV at admission, such as orca, never "
+                                "preempts)")
 
     def resolve(self, framework: FrameworkSpec) -> "DesSpec":
         """This spec with every None of ``FROM_FRAMEWORK`` taken from ``framework`` (a value set
@@ -403,11 +411,11 @@ class DesSpec:
 
     @property
     def token_budget(self) -> int:
-        """Tokens one iteration may process: max_num_batched_tokens; the chunking policies
-        (sarathi, sglang) min(that, chunk_size) when chunk_size > 0 (SGLang: the prefill batch
+        """Tokens one iteration may process: max_num_batched_tokens; a policy with the
+        ``budget_is_chunk`` trait (engine.des.schedulers: sarathi, sglang) min(that, chunk_size) when chunk_size > 0 (SGLang: the prefill batch
         stops at chunked_prefill_size; sarathi: the pre-profile chunk budget)."""
         d = self.resolved
-        if d.scheduler in ("sarathi", "sglang") and d.chunk_size:
+        if scheduler_traits(d.scheduler).budget_is_chunk and d.chunk_size:
             return min(d.max_num_batched_tokens, d.chunk_size)
         return d.max_num_batched_tokens
 

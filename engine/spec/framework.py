@@ -21,12 +21,29 @@ from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive_int
 from engine.spec.meta import param
 
-#: DES iteration policies (engine.des.schedulers registers one strategy per name):
-#: vllm = prefill-first, whole prompts (vLLM V0); sarathi = decode-first, chunked prompts within
-#: the token budget (vLLM V1, Sarathi-Serve); orca = decodes plus prompts in one iteration, KV of
-#: prompt + output reserved at admission (TensorRT-LLM in-flight batching, GUARANTEED_NO_EVICT);
-#: sglang = prefill-first with chunked prompts, decode batches separate (SGLang).
-FRAMEWORK_SCHEDULERS = ("vllm", "sarathi", "orca", "sglang")
+#: DES iteration policies: the names registered in engine.des.schedulers (one module per policy,
+#: each with its traits), read from that registry on first use so engine.spec imports no engine
+#: code (``FRAMEWORK_SCHEDULERS`` stays importable: a module attribute computed on access).
+
+
+def scheduler_names() -> tuple:
+    """The DES scheduler policies (engine.des.schedulers.names())."""
+    from engine.des.schedulers import names
+    return names()
+
+
+def scheduler_traits(name: str):
+    """The traits of DES scheduler ``name`` (its policy class; engine.des.schedulers.base)."""
+    from engine.des.schedulers import traits
+    return traits(name)
+
+
+def __getattr__(name):
+    if name == "FRAMEWORK_SCHEDULERS":
+        return scheduler_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 PREEMPTIONS = ("recompute", "swap", "none")
 ALLREDUCES = ("analytical", "one_shot", "nccl")
 KERNEL_TABLES = ("none", "trtllm", "vllm", "sglang")
@@ -99,7 +116,7 @@ class FrameworkSpec:
         object.__setattr__(self, "sources", tuple(self.sources))
         if not isinstance(self.name, str) or not self.name:
             raise SpecError(f"{g}.name", self.name, "a non-empty profile name")
-        one_of(g, "scheduler", self.scheduler, FRAMEWORK_SCHEDULERS)
+        one_of(g, "scheduler", self.scheduler, scheduler_names())
         one_of(g, "preemption", self.preemption, PREEMPTIONS)
         one_of(g, "allreduce", self.allreduce, ALLREDUCES)
         one_of(g, "kernel_tables", self.kernel_tables, KERNEL_TABLES)
@@ -125,13 +142,11 @@ class FrameworkSpec:
         non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
         non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
         non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
-        if self.scheduler == "sarathi" and not self.chunked_prefill:
-            raise SpecError(f"{g}.chunked_prefill", False,
-                            "true for scheduler=sarathi (decode-first chunked prefill)")
-        if self.scheduler == "vllm" and self.chunked_prefill:
-            raise SpecError(f"{g}.chunked_prefill", True,
-                            "false for scheduler=vllm (prefill-first, whole prompts; chunked "
-                            "prefill in vLLM is scheduler=sarathi)")
+        need = scheduler_traits(self.scheduler).chunked_prefill
+        if need is not None and self.chunked_prefill != need:
+            raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,
+                            f"{str(need).lower()} for scheduler={self.scheduler} "
+                            f"({scheduler_traits(self.scheduler).summary})")
 
     def padded_batch(self, batch: int) -> int:
         """The decode batch a CUDA graph runs for ``batch`` sequences: the smallest captured size
