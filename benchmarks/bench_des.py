@@ -17,13 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-
 from benchmarks._measure import Bench  # noqa: E402
 from engine.des import DesSpec, simulate  # noqa: E402
 from engine.spec import WorkloadSpec  # noqa: E402
-from runner import schema  # noqa: E402
-from runner.convert import _resolve_trace, specs_from_config  # noqa: E402
+from runner.compose import compose_specs  # noqa: E402
+from runner.convert import _resolve_trace  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -37,10 +35,7 @@ def main():
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.kernels=measured framework=vllm_v1")
     args = bench.parse_args()
-    schema.register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=args.overrides)
-    base = specs_from_config(cfg)
+    base = compose_specs(args.overrides, config_dir=CONF, experiments=False)
     print(f"model {base.model.name}, hardware {base.hardware.name}, kernels {base.calibration.kernels}"
           f" ({base.framework.kernel_tables}), trace {args.trace}, "
           f"scheduler {args.scheduler}, rate {'as recorded' if not args.rate else args.rate}")

@@ -20,26 +20,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-
 from benchmarks._measure import Bench  # noqa: E402
 from engine.analytical import pareto  # noqa: E402
 from engine.analytical.pipeline import evaluate  # noqa: E402
-from runner import experiments, schema  # noqa: E402
-from runner.convert import specs_from_config  # noqa: E402
+from runner.compose import compose_specs  # noqa: E402
 
 BATCHES = list(range(1, 129))                      # every batch size 1..128
 CHUNKS = [0, 256, 512, 1024, 2048, 4096, 8192]
 
 
 def specs_for(model, hardware, prompt, output, extra=()):
-    schema.register()
-    experiments.register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            f"model={model}", f"hardware={hardware}", "partition=tp1", "tracking=none",
-            f"workload.prompt_len={prompt}", f"workload.output_len={output}", *extra])
-    return specs_from_config(cfg)
+    return compose_specs([f"model={model}", f"hardware={hardware}", "partition=tp1", "tracking=none",
+                          f"workload.prompt_len={prompt}", f"workload.output_len={output}", *extra])
 
 
 def main():

@@ -21,13 +21,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-
 from engine.analytical import sweep  # noqa: E402
 from engine.des import DesSpec, simulate  # noqa: E402
 from engine.spec import WorkloadSpec  # noqa: E402
-from runner import schema  # noqa: E402
-from runner.convert import specs_from_config  # noqa: E402
+from runner.compose import compose_specs  # noqa: E402
 
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2)
 
@@ -37,10 +34,7 @@ def main():
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--out", default=str(ROOT / "outputs" / "des_load_curve"))
     args = ap.parse_args()
-    schema.register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["framework=generic"])   # as recorded
-    base = specs_from_config(cfg)
+    base = compose_specs(["framework=generic"], experiments=False)   # as recorded
     des = DesSpec(progress="off").resolve(base.framework)   # scheduler limits from the profile
     S, N = 512, 128
     grid = sweep(replace(base, workload=WorkloadSpec(prompt_len=S, output_len=N)),

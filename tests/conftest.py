@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from runner.compose import compose
 from runner.paths import shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,9 +55,7 @@ def cfg_of():
     def _compose(*overrides):
         key = tuple(overrides)
         if key not in _COMPOSED:
-            GlobalHydra.instance().clear()
-            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-                _COMPOSED[key] = compose(config_name="config", overrides=list(overrides))
+            _COMPOSED[key] = compose(overrides, CONF)
         return copy.deepcopy(_COMPOSED[key])
 
     yield _compose
@@ -94,16 +92,11 @@ def run_cli(args, cwd, env_extra=None, timeout=300, script="simllm"):
 
 def compose_specs(*overrides):
     """Engine specs of the default config with ``overrides`` (compose API, no job run)."""
-    from runner import schema
     from runner.convert import specs_from_config
 
-    schema.register()
     key = tuple(overrides)
     if key not in _COMPOSED:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            _COMPOSED[key] = compose(config_name="config", overrides=list(overrides))
-        GlobalHydra.instance().clear()
+        _COMPOSED[key] = compose(overrides, CONF)
     return specs_from_config(copy.deepcopy(_COMPOSED[key]))
 
 

@@ -183,10 +183,7 @@ def format_diff(rows, rtol: float) -> str:
 
 def replay(bundle: Path, out: Path, rtol: float | None = None) -> tuple[list, float]:
     """Rerun the bundle into ``out`` (must be empty or absent); returns (diff rows, rtol used)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from runner import experiments, schema
+    from runner.compose import compose
     from runner.job import run_job
 
     bundle = bundle.resolve()
@@ -203,14 +200,7 @@ def replay(bundle: Path, out: Path, rtol: float | None = None) -> tuple[list, fl
         with gzip.open(bundle / t["file"], "rb") as f, open(dst, "wb") as g:
             shutil.copyfileobj(f, g)
         overrides.append(f"{t['key']}={dst.resolve()}")
-    schema.register()
-    experiments.register()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(bundle), version_base="1.3"):
-            cfg = compose(config_name=Path(CONFIG).stem, overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
+    cfg = compose(overrides, bundle, config_name=Path(CONFIG).stem)
     from runner.job import config_hash
 
     if not overrides and manifest.get("config_hash") and config_hash(cfg) != manifest["config_hash"]:

@@ -31,21 +31,11 @@ CONF = ROOT / "conf"
 
 def compose(overrides: list[str], config_dir: Path = CONF):
     """The composed config for ``overrides`` (engine=des unless given)."""
-    from hydra import compose as hcompose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from runner.compose import compose as compose_config
 
-    from runner import experiments, schema
-
-    schema.register()
-    experiments.register()
     if not any(o.startswith("engine=") for o in overrides):
         overrides = ["engine=des", *overrides]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
-            return hcompose(config_name="config", overrides=list(overrides))
-    finally:
-        GlobalHydra.instance().clear()
+    return compose_config(overrides, config_dir)
 
 
 def _pct(v) -> str:

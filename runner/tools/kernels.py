@@ -45,31 +45,24 @@ attention; the transfer-curve parameters are fitted to these derived tables.
 
 def peaks_from_conf() -> dict:
     """Table set -> spec-sheet peaks, from every conf/hardware/*.yaml with ``kernel_tables`` set."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from runner import schema
+    from runner.compose import compose
     from runner.convert import hardware_spec
 
-    schema.register()
     out = {}
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for path in sorted((ROOT / "conf" / "hardware").glob("*.yaml")):
-            cfg = compose(config_name="config", overrides=[f"hardware={path.stem}"])
-            hw = hardware_spec(cfg)
-            if not hw.kernel_tables or hw.kernel_tables in out:
-                continue
-            pk = {"source": f"conf/hardware/{path.name}"}
-            for p in ("bf16", "fp8", "fp4", "int8"):
-                try:
-                    pk[p] = hw.peak_flops(p)
-                except Exception:
-                    pk[p] = None
-            pk["hbm_bandwidth"] = hw.hbm_bandwidth_bytes_s
-            pk["scaleup_bandwidth"] = hw.scaleup_bandwidth_bytes_s
-            out[hw.kernel_tables] = pk
-    GlobalHydra.instance().clear()
+    for path in sorted((ROOT / "conf" / "hardware").glob("*.yaml")):
+        cfg = compose([f"hardware={path.stem}"], ROOT / "conf", experiments=False)
+        hw = hardware_spec(cfg)
+        if not hw.kernel_tables or hw.kernel_tables in out:
+            continue
+        pk = {"source": f"conf/hardware/{path.name}"}
+        for p in ("bf16", "fp8", "fp4", "int8"):
+            try:
+                pk[p] = hw.peak_flops(p)
+            except Exception:
+                pk[p] = None
+        pk["hbm_bandwidth"] = hw.hbm_bandwidth_bytes_s
+        pk["scaleup_bandwidth"] = hw.scaleup_bandwidth_bytes_s
+        out[hw.kernel_tables] = pk
     return out
 
 

@@ -50,18 +50,11 @@ TRIALS = "trials.jsonl"
 # ----------------------------------------------------------------------------- composing
 
 def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from runner.compose import compose
 
-    from runner import experiments, schema
-
-    schema.register()
-    experiments.register()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-        if cfg.get("plan") is None:
-            cfg = compose(config_name="config", overrides=overrides + ["+plan=default"])
+    cfg = compose(overrides, ROOT / "conf")
+    if cfg.get("plan") is None:
+        cfg = compose(overrides + ["+plan=default"], ROOT / "conf")
     return cfg
 
 
