@@ -80,8 +80,52 @@ def resolved_config(cfg: DictConfig) -> DictConfig:
     return out
 
 
+def draft_model_spec(name: str) -> ModelSpec:
+    """The draft ModelSpec of ``engine.analytical.spec_decode.draft_model``: ``name`` is a
+    conf/model option (``llama_3_1_8b``), a model YAML of that form, or a HuggingFace config.json
+    (``engine.ingest.hf_config``). The engine prices it (``SpecDecodeSpec.draft``) and reads no
+    file itself. Raises SpecError naming the key."""
+    from engine.ingest import hf_config
+
+    model_dir = _ROOT / "conf" / "model"
+    p = Path(name)
+    if p.suffix == ".json":
+        if not p.is_file():
+            raise SpecError(_DRAFT_KEY, name, "an existing HF config.json, a model YAML or a conf/model name")
+        return hf_config.read(p).model_spec()
+    path = p if p.suffix in (".yaml", ".yml") else model_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(f.stem for f in model_dir.glob("*.yaml")))
+        raise SpecError(_DRAFT_KEY, name, f"a conf/model option ({known}), a model YAML or an HF config.json")
+    import yaml   # PyYAML (installed with omegaconf): a plain model YAML, no interpolation
+
+    doc = yaml.safe_load(path.read_text()) or {}
+    for k in ("defaults", "source"):
+        doc.pop(k, None)
+    hf = doc.pop("hf_config", None)
+    if hf:
+        doc = hf_config.apply_hf_config(doc, hf)
+    if doc.get("num_params") is not None:
+        doc["num_params"] = float(doc["num_params"])
+    try:
+        return ModelSpec(**doc)
+    except TypeError as e:
+        raise SpecError(_DRAFT_KEY, name, f"a model YAML with ModelSpec fields ({e})") from None
+
+
+def with_draft(spec):
+    """AnalyticalSpec with ``spec_decode.draft`` resolved (``draft_model_spec``) where the engine
+    prices a draft model: method=draft with a named draft and no fixed ``draft_cost_fraction``."""
+    from dataclasses import replace
+
+    sd = spec.spec_decode
+    if sd.method != "draft" or sd.draft_cost_fraction > 0 or not sd.draft_model or sd.draft is not None:
+        return spec
+    return replace(spec, spec_decode=replace(sd, draft=draft_model_spec(sd.draft_model)))
+
+
 def draft_option(name: str) -> str:
-    """A draft-model name as ``engine.analytical.specdec.load_model`` takes it: a file path or a
+    """A draft-model name as ``draft_model_spec`` takes it: a file path or a
     conf/model option stays; a vendor spelling of a shipped model (``meta-llama/Llama-3.1-8B``)
     becomes its option (runner.tools.rowgrammar.resolve_model); anything else stays (the engine
     names it in its error)."""
@@ -158,7 +202,7 @@ def analytical_spec(cfg: DictConfig):
         return AnalyticalSpec()
     a = OmegaConf.to_container(node, resolve=True)
     a["overlap"] = _overlap(a["overlap"])
-    return from_mapping(AnalyticalSpec, a, "engine.analytical")
+    return with_draft(from_mapping(AnalyticalSpec, a, "engine.analytical"))
 
 
 def noise_spec(cfg: DictConfig) -> NoiseSpec:

@@ -347,7 +347,7 @@ def identity(cfg: DictConfig | dict, overrides=()) -> dict:
     if method == "mtp":
         out["draft_model"] = f"mtp{sd.get('mtp_layers', 1)}"
     elif method == "draft" and sd.get("draft_model"):
-        from engine.analytical.specdec import load_model
+        from runner.convert import draft_model_spec as load_model
 
         try:
             d = load_model(str(sd["draft_model"]))

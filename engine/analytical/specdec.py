@@ -10,8 +10,8 @@ with the mean
 
 What a step costs (both priced by ``engine.analytical.step.StepModel``, the pass price of both
 engines):
-  draft (method=draft): gamma decode passes of the draft model (``draft_model``: its own
-      ModelSpec, same hardware, the target's tp and sp, pp = ep = 1) at the same batch and
+  draft (method=draft): gamma decode passes of the draft model (``SpecDecodeSpec.draft``: its own
+      ModelSpec, resolved from ``draft_model`` by the runner; same hardware, the target's tp and sp, pp = ep = 1) at the same batch and
       context: t_draft = gamma x t_step^draft(B, c); the draft also prefills every prompt, so
       TTFT adds the draft model's prefill of the prompt;
   mtp (method=mtp; DeepSeek-V3 MTP, EAGLE): ``mtp_layers`` extra transformer layers plus the
@@ -32,14 +32,10 @@ weights off the KV room and size the KV per token as target + draft:
 """
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
 from engine.errors import SpecError
-
-#: conf/model/ of this installation: where a draft model given by name is looked up.
-_MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def expected_tokens(acceptance, gamma):
@@ -61,38 +57,6 @@ def draw_tokens(rng: np.random.Generator, acceptance: float, gamma: int, shape) 
     return np.minimum(rng.geometric(1.0 - acceptance, size=shape), gamma + 1).astype(np.int64)
 
 
-def load_model(name: str):
-    """The draft ModelSpec: ``name`` is a conf/model option (``llama_3_1_8b``), a model YAML of
-    that form, or a HuggingFace config.json."""
-    from engine.ingest import hf_config
-    from engine.spec import ModelSpec
-
-    key = "engine.analytical.spec_decode.draft_model"
-    p = Path(name)
-    if p.suffix == ".json":
-        if not p.is_file():
-            raise SpecError(key, name, "an existing HF config.json, a model YAML or a conf/model name")
-        return hf_config.read(p).model_spec()
-    path = p if p.suffix in (".yaml", ".yml") else _MODEL_DIR / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(f.stem for f in _MODEL_DIR.glob("*.yaml")))
-        raise SpecError(key, name, f"a conf/model option ({known}), a model YAML or an HF config.json")
-    import yaml   # PyYAML (installed with omegaconf): a plain model YAML, no interpolation
-
-    doc = yaml.safe_load(path.read_text()) or {}
-    for k in ("defaults", "source"):
-        doc.pop(k, None)
-    hf = doc.pop("hf_config", None)
-    if hf:
-        doc = hf_config.apply_hf_config(doc, hf)
-    if doc.get("num_params") is not None:
-        doc["num_params"] = float(doc["num_params"])
-    try:
-        return ModelSpec(**doc)
-    except TypeError as e:
-        raise SpecError(key, name, f"a model YAML with ModelSpec fields ({e})") from None
-
-
 def draft_specs(specs):
     """The Specs whose StepModel prices one draft pass (module docstring), or None when the
     method is none or a fixed ``draft_cost_fraction`` prices it."""
@@ -106,10 +70,13 @@ def draft_specs(specs):
                        first_dense_layers=fd, sliding_window_layers=min(m.sliding_window_layers, sd.mtp_layers),
                        num_params=None)
         return replace(specs, model=head, partition=replace(p, pp=1))
-    if not sd.draft_model:
-        raise SpecError("engine.analytical.spec_decode.draft_model", sd.draft_model,
-                        "a draft model (conf/model name, model YAML or HF config.json) for method=draft")
-    d = load_model(sd.draft_model)
+    if sd.draft is None:
+        why = ("a draft model (conf/model name, model YAML or HF config.json) for method=draft"
+               if not sd.draft_model else
+               "a draft model resolved to a ModelSpec (SpecDecodeSpec.draft; the runner resolves "
+               "the name with runner.convert.draft_model_spec)")
+        raise SpecError("engine.analytical.spec_decode.draft_model", sd.draft_model, why)
+    d = sd.draft
     tp = p.tp if (d.num_heads % p.tp == 0 and (d.num_kv_heads % p.tp == 0 or p.tp % d.num_kv_heads == 0)) else 1
     try:
         return replace(specs, model=d, partition=replace(p, tp=tp, pp=1, ep=1))

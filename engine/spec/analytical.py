@@ -6,11 +6,12 @@ the dataclass usable from a notebook and mirror that file (a test checks they ag
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive_int
 from engine.spec.meta import param
+from engine.spec.model import ModelSpec
 
 ROOFLINES = ("op", "pass")
 ALLREDUCE = ("ring", "tree", "auto")
@@ -66,7 +67,11 @@ class SpecDecodeSpec:
     forward passes: ``draft_model``, a conf/model name, model YAML or HF config.json) or mtp
     (``mtp_layers`` extra layers + the LM head on the target: MTP / EAGLE-style heads); both
     priced by the StepModel. ``draft_cost_fraction`` > 0 instead prices one draft forward as
-    that fraction of one target decode step of the same batch (0 = from the model)."""
+    that fraction of one target decode step of the same batch (0 = from the model).
+
+    ``draft``: the draft model's ModelSpec, which the engine prices (not a config key: the runner
+    resolves ``draft_model`` to it, ``runner.convert.draft_model_spec``; a notebook passes a
+    ModelSpec). ``draft_model`` stays the name the config gave, for the record."""
 
     method: str = "none"
     gamma: int = 3
@@ -74,6 +79,7 @@ class SpecDecodeSpec:
     draft_model: str = ""
     mtp_layers: int = 1
     draft_cost_fraction: float = 0.0
+    draft: Optional[ModelSpec] = param(None, config=False)
 
     _group = "engine.analytical.spec_decode"
 
@@ -85,6 +91,8 @@ class SpecDecodeSpec:
             raise SpecError(f"{g}.acceptance", self.acceptance, "a probability in [0, 1)")
         non_negative(g, "draft_cost_fraction", self.draft_cost_fraction)
         positive_int(g, "mtp_layers", self.mtp_layers)
+        if self.draft is not None and not isinstance(self.draft, ModelSpec):
+            raise SpecError(f"{g}.draft_model", self.draft, "a ModelSpec (the resolved draft model)")
 
 
 @dataclass(frozen=True)

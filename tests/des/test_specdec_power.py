@@ -39,7 +39,8 @@ def test_spec_decode_des_matches_analytical_at_low_load(l70b, method):
     """TPOT and TTFT of draft (Llama-3.1-8B) and MTP speculation agree with the analytical
     engine within 3 %: the DES draws the accepted tokens per step (seeded), the analytical
     engine divides by E[A]; TTFT (no draws) to 1e-9."""
-    sd = SpecDecodeSpec(method=method, gamma=3, acceptance=0.8, draft_model="llama_3_1_8b")
+    sd = SpecDecodeSpec(method=method, gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
+                        draft=compose_specs("model=llama_3_1_8b").model)
     s = _alone(l70b, sd=sd)
     des = simulate(s, DesSpec(**DES)).result.summary
     ana = analytical_run(replace(s, workload=replace(s.workload, batch_size=1))).summary
@@ -120,7 +121,8 @@ def test_draft_kv_share_of_the_des_blocks(l70b):
     """The DES's KV blocks with a Llama-3.1-8B draft beside Llama-3.1-70B at tp 4: (KV room -
     4.015 GB draft weights x usable) / (81,920 + 32,768 B per token per device) / 16 tokens."""
     plain = simulate(_alone(l70b, n=1, output=8), DesSpec(**DES)).result.summary
-    sd = SpecDecodeSpec(method="draft", gamma=3, acceptance=0.8, draft_model="llama_3_1_8b")
+    sd = SpecDecodeSpec(method="draft", gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
+                        draft=compose_specs("model=llama_3_1_8b").model)
     d = simulate(_alone(l70b, n=1, output=8, sd=sd), DesSpec(**DES)).result.summary
     u = l70b.kv_usable_fraction
     room = plain["kv_capacity_gb"] * 1e9 - 8.03e9 * 2 / 4 * u

@@ -11,6 +11,7 @@ from engine.analytical import specdec
 from engine.analytical import run
 from engine.errors import SpecError
 from engine.spec import AnalyticalSpec, SpecDecodeSpec
+from runner.convert import draft_model_spec
 
 from tests.engine.test_features import IDEAL, L8B, mk
 
@@ -18,6 +19,10 @@ L70B = dict(name="l70b", num_layers=80, hidden_size=8192, num_heads=64, num_kv_h
             ffn_size=28672, vocab_size=128256)
 BW = 3.35e12     # bytes/s of the test chip
 ALLREDUCE_MS = 2 * 3 * 2e-6 * 1e3     # ring all-reduce over 4 devices of a tiny message: 2 (p-1) alpha
+
+
+#: the draft the runner resolves from engine.analytical.spec_decode.draft_model=llama_3_1_8b
+DRAFT_8B = dict(draft_model="llama_3_1_8b", draft=draft_model_spec("llama_3_1_8b"))
 
 
 def _spec(method, acc=0.8, **kw):
@@ -49,7 +54,7 @@ def test_draft_model_priced_by_its_own_passes():
     3.35 TB/s = 1.12 ms, plus 32 layers x 2 all-reduces x 12 us = 0.768 ms; three passes per step.
     Draft and MTP must differ."""
     d = run(mk(model=L70B, tp=4, batch=1, prompt=512, output=256,
-               opts=_spec("draft", draft_model="llama_3_1_8b"))).summary
+               opts=_spec("draft", **DRAFT_8B))).summary
     m = run(mk(model=L70B, tp=4, batch=1, prompt=512, output=256, opts=_spec("mtp"))).summary
     streamed = 8.03e9 - 4096 * 128256
     assert d["spec_draft_ms"] == pytest.approx(3 * (streamed * 2 / 4 / BW * 1e3 + 64 * ALLREDUCE_MS), rel=0.02)
@@ -64,8 +69,27 @@ def test_draft_model_priced_by_its_own_passes():
 def test_draft_model_errors_name_the_field():
     with pytest.raises(SpecError, match="draft_model"):
         run(mk(model=L70B, tp=4, opts=_spec("draft")))
-    with pytest.raises(SpecError, match="draft_model"):
-        run(mk(model=L70B, tp=4, opts=_spec("draft", draft_model="no_such_model")))
+    with pytest.raises(SpecError, match="draft_model"):      # a name the runner did not resolve
+        run(mk(model=L70B, tp=4, opts=_spec("draft", draft_model="llama_3_1_8b")))
+    with pytest.raises(SpecError, match="draft_model.*conf/model option"):
+        draft_model_spec("no_such_model")
+    with pytest.raises(SpecError, match="draft_model.*HF config.json"):
+        draft_model_spec("no_such_config.json")
+
+
+def test_draft_model_resolved_by_the_runner(cfg_of):
+    """engine.analytical.spec_decode.draft_model=llama_3_1_8b (and its vendor spelling, through
+    resolved_config) reaches the engine as the conf/model option's ModelSpec: 32 layers, 8 KV
+    heads; a fixed draft_cost_fraction needs no draft model."""
+    from runner.convert import resolved_config, specs_from_config
+
+    sd = "engine.analytical.spec_decode."
+    for name in ("llama_3_1_8b", "meta-llama/Llama-3.1-8B"):
+        s = specs_from_config(resolved_config(cfg_of(sd + "method=draft", sd + f"draft_model={name}")))
+        d = s.analytical.spec_decode.draft
+        assert (d.name, d.num_layers, d.num_kv_heads) == ("llama_3_1_8b", 32, 8)
+    s = specs_from_config(cfg_of(sd + "method=draft", sd + "draft_cost_fraction=0.05"))
+    assert s.analytical.spec_decode.draft is None
 
 
 def test_acceptance_draws_have_the_closed_form_mean():
@@ -109,7 +133,7 @@ def test_draft_memory_shares_the_hbm():
     from engine.analytical.pipeline import evaluate
     plain = evaluate(mk(model=L70B, tp=4, batch=8, prompt=2048, output=256))
     d = evaluate(mk(model=L70B, tp=4, batch=8, prompt=2048, output=256,
-                    opts=_spec("draft", draft_model="llama_3_1_8b")))
+                    opts=_spec("draft", **DRAFT_8B)))
     u = IDEAL.kv_usable_fraction
     assert float(d["weights_gb"] - plain["weights_gb"]) == pytest.approx(8.03 * 2 / 4, rel=2e-3)
     assert float(plain["kv_capacity_gb"] - d["kv_capacity_gb"]) == pytest.approx(8.03 * 2 / 4 * u, rel=2e-3)
