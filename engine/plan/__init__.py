@@ -9,6 +9,7 @@ Pure search logic, no Hydra or MLflow (runner/tools/plan.py composes, launches a
              fluid-model capacity estimate (ordering, the first bracket, pruning by bound);
 - ``stats``  the SLO verdict of one run with its binomial (order-statistic) confidence interval;
 - ``probe``  one arrival rate -> DES runs (request count doubled while the verdict is uncertain);
+- ``auto_tp`` the TP degree of a deployment that does not state it (weights leave half of HBM);
 - ``search`` bracketing + geometric bisection on the arrival rate to a stated precision, and the
              brute-force grid it is checked against;
 - ``rank``   cost, energy, replicas for a target rate, the Pareto frontier and the ranking.
@@ -16,9 +17,10 @@ Pure search logic, no Hydra or MLflow (runner/tools/plan.py composes, launches a
 
 from engine.plan.spec import PlanSpec, SloSpec, RuleSpec, SpaceSpec
 from engine.plan.space import Candidate, enumerate_candidates
-from engine.plan.search import SearchResult, brute_force, find_max_rate, geometric_grid
+from engine.plan.auto_tp import auto_tp
+from engine.plan.search import SearchResult, bisect, brute_force, find_max_rate, geometric_grid
 from engine.plan.stats import order_stat_ci, verdict
 
 __all__ = ["PlanSpec", "SloSpec", "RuleSpec", "SpaceSpec", "Candidate", "enumerate_candidates",
-           "SearchResult", "find_max_rate", "brute_force", "geometric_grid", "order_stat_ci",
+           "SearchResult", "auto_tp", "bisect", "find_max_rate", "brute_force", "geometric_grid", "order_stat_ci",
            "verdict"]

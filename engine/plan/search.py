@@ -17,6 +17,9 @@ Near the answer a percentile's confidence interval can hold its threshold even a
 run: the verdict there is the point estimate's, which is not monotone in the rate. When both ends
 of the bracket are such verdicts the search stops (``resolution``) and reports the bracket as is.
 
+``bisect`` is the bisection step itself, shared with ``simllm-validate``'s MLPerf server rows
+(which halve the rate itself from 0, a fixed number of times).
+
 The brute force evaluates every rate of a geometric grid of ratio 1 + p and takes the highest
 passing one: with a monotone verdict both agree within one grid step (p).
 """
@@ -100,6 +103,12 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
         lo, hi = down(g)
         if lo == 0.0:
             return SearchResult(0.0, hi, "infeasible", trials)
+    def narrow(lo, hi) -> bool:
+        return hi / lo <= 1.0 + precision
+
+    def at_resolution(lo, hi) -> bool:
+        return stop_at_resolution and _by_point(trials, lo) and _by_point(trials, hi)
+
     while True:
         # a pass measured with fewer requests than the probe now needs is re-measured; if it
         # fails now, the bracket moves down from it
@@ -109,15 +118,41 @@ def find_max_rate(probe, guess: float, precision: float, step: float = 1.25,
             lo, hi = down(lo)
             if lo == 0.0:
                 return SearchResult(0.0, hi, "infeasible", trials)
-        if hi / lo <= 1.0 + precision:
+        if narrow(lo, hi):
             return SearchResult(lo, hi, "ok", trials)
-        if stop_at_resolution and _by_point(trials, lo) and _by_point(trials, hi):
+        if at_resolution(lo, hi):
             return SearchResult(lo, hi, "resolution", trials)
-        mid = math.sqrt(lo * hi)
-        if p(mid):
-            lo = mid
+        lo, hi = bisect(p, lo, hi, geometric_mean,
+                        until=lambda a, b: _stale(probe, trials, a) or narrow(a, b) or at_resolution(a, b))
+
+
+def geometric_mean(lo: float, hi: float) -> float:
+    """The bisection point on log(rate): sqrt(lo hi)."""
+    return math.sqrt(lo * hi)
+
+
+def midpoint(lo: float, hi: float) -> float:
+    """The bisection point on the rate itself: (lo + hi) / 2 (also from lo = 0)."""
+    return 0.5 * (lo + hi)
+
+
+def bisect(passes, lo: float, hi: float, mid=geometric_mean, until=None, steps: int | None = None):
+    """The project's one bisection: with ``lo`` passing (or 0) and ``hi`` failing, probe
+    ``mid(lo, hi)`` and keep the half that still has a pass below and a fail above; stop after
+    ``steps`` probes or once ``until(lo, hi)`` holds after a probe. ``passes(rate) -> bool``.
+    Returns the bracket (lo, hi). ``find_max_rate`` bisects on log(rate) until its precision;
+    ``simllm-validate``'s MLPerf server rows bisect on the rate from 0 for a fixed 12 probes."""
+    n = 0
+    while steps is None or n < steps:
+        m = mid(lo, hi)
+        if passes(m):
+            lo = m
         else:
-            hi = mid
+            hi = m
+        n += 1
+        if until is not None and until(lo, hi):
+            break
+    return lo, hi
 
 
 def _stale(probe, trials, rate) -> bool:
