@@ -1,9 +1,11 @@
 """A live replica: the DES's continuous-batching replicas stepped by an outside clock.
 
-``LiveEngine`` owns the same objects ``engine.des.run.simulate`` builds (``Replica`` with its
-scheduler strategy, ``KvPool``, preemption; ``StepModel`` step times through
-``run.step_functions`` with the calibration's noise hook; ``Router`` over ``partition.dp``
-replicas) but requests arrive one by one from outside (``submit``) instead of from a
+``LiveEngine`` builds its replicas through the one assembly ``engine.des.run.simulate`` uses
+(``engine.des.assembly.assemble``: ``Replica`` with its scheduler policy, ``KvPool`` with the KV
+blocks a speculative draft leaves, prefix caches, speculative decoding, the power model and its
+throttle, swap preemption; ``StepModel`` step times with the calibration's noise hook) and routes
+with ``Router`` over ``partition.dp`` replicas, but requests arrive one by one from outside
+(``submit``, with their prompt's prefix block hashes for prefix caching) instead of from a
 pre-drawn stream, and time moves when the caller says so (``advance(t)``). It is pure: no
 clock, no I/O, no threads. ``simllm-serve`` (runner/tools/serve.py) drives it from the wall
 clock and streams each token at its simulated time.
@@ -27,8 +29,11 @@ completed-but-not-released); the request slots of the DES's ``State`` arrays are
 left after the watermark) is refused at ``submit``, as the event loop rejects it.
 
 Not supported live (SpecError at construction): disaggregated prefill/decode pools
-(``prefill_replicas``) and token-bucket admission; the client-side options of DesSpec
-(ramp-up, length jitter, think times, warm-up window) belong to the real clients.
+(``prefill_replicas``), token-bucket admission and the fleet's server-side controls (router
+weighted, signal_delay_s, shed_outstanding, autoscale, timeout_s, deadline_s, max_model_len);
+the client-side options of DesSpec (ramp-up, length jitter, think times, warm-up window,
+sessions) belong to the real clients. Per-iteration timelines and per-token timestamps are off
+live (the caller gets every token's time from ``advance``).
 """
 
 import heapq
@@ -36,17 +41,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.analytical.step import StepModel
+from engine.des.assembly import assemble
 from engine.des.cluster import Router
 from engine.des.config import DesSpec, deployment
-from engine.des.kv_cache import kv_capacity
-from engine.des.noise import make_noise
 from engine.des.replica import DecodeRun, Replica
-from engine.des.run import step_functions, swap_s_per_token
-from engine.des.state import State
 from engine.des.workload import RequestStream
 from engine.errors import SpecError
 from engine.spec import Specs
+
+
+#: the prefix hashes of a request submitted without any (prefix caching matches nothing)
+_NO_HASHES = np.zeros(0, np.uint64)
 
 
 def st_done(st, rid: int) -> bool:
@@ -71,7 +76,7 @@ class LiveEngine:
     """The replicas of one deployment, fed by ``submit`` and stepped by ``advance``."""
 
     def __init__(self, specs: Specs, des: DesSpec | None = None, *, capacity: int = 1024,
-                 noise=None):
+                 noise=None, block_tokens: int = 512):
         specs, des = deployment(specs, des)
         if des.prefill_replicas:
             raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
@@ -81,30 +86,41 @@ class LiveEngine:
                             "is not served live")
         if capacity < 1:
             raise SpecError("capacity", capacity, "at least 1 request slot")
-        des = replace(des, record_iterations=False)
+        refuse = [(f, v, why) for f, v, why in (
+            ("router", des.router, "a router engine.des.cluster.Router serves (weighted is the fleet's)"),
+            ("signal_delay_s", des.signal_delay_s, "0: delayed routing signals are the fleet's"),
+            ("shed_outstanding", des.shed_outstanding, "0: load shedding is the fleet's"),
+            ("autoscale", des.autoscale, "none: autoscaling is the fleet's"),
+            ("timeout_s", des.timeout_s, "0: queue expiry is the fleet's (a live client aborts)"),
+            ("deadline_s", des.deadline_s, "0: deadlines are the fleet's (a live client aborts)"),
+            ("max_model_len", des.max_model_len, "0: the live engine refuses by the KV cache")
+        ) if (v == "weighted" if f == "router" else v not in (0, 0.0, "none"))]
+        if refuse:
+            f, v, why = refuse[0]
+            raise SpecError(f"engine.des.{f}", v, why + " (not served live)")
+        if capacity < 1:
+            raise SpecError("capacity", capacity, "at least 1 request slot")
+        # per-iteration timelines and per-token timestamps would grow without bound live
+        des = replace(des, record_iterations=False, token_times=False)
         self.specs, self.des = specs, des
-        cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-        blocks = des.num_kv_blocks or cap.blocks
+        n = capacity
+        stream = RequestStream(arrival_s=np.full(n, np.nan), prompt=np.ones(n, np.int64),
+                               output=np.ones(n, np.int64), priority=np.ones(n, np.int8),
+                               hashes=[_NO_HASHES] * n if des.prefix_caching else None,
+                               block_tokens=block_tokens)
+        # the replicas engine=des simulates (engine.des.assembly): KV blocks with a draft's
+        # share off, prefix caches, speculation, power, swap
+        asm = assemble(specs, des, stream, noise)
+        blocks, cap = asm.blocks, asm.cap
         if blocks <= 0:
             raise SpecError("model/hardware", f"{cap.weights_gb:.1f} GB weights per device",
                             "a deployment with KV blocks left (no KV blocks: it does not fit)")
         self.blocks = blocks
         self.capacity = capacity
-        sm = StepModel.from_specs(specs)
-        if noise is None:
-            noise = make_noise(specs.calibration.noise, des.seed)
-        one, many = step_functions(sm, noise)
-        n = capacity
-        stream = RequestStream(arrival_s=np.full(n, np.nan), prompt=np.ones(n, np.int64),
-                               output=np.ones(n, np.int64), priority=np.ones(n, np.int8))
-        self.st = st = State(stream)
-        n_rep = des.replicas or specs.partition.dp
-        self.replicas = []
-        for i in range(n_rep):
-            r = Replica(i, st, des, blocks, one, many, None, stream.block_tokens)
-            if des.preemption == "swap":
-                r.swap_s_per_token = swap_s_per_token(specs, des)
-            self.replicas.append(r)
+        self.st = st = asm.st
+        self.assembly = asm
+        n_rep = asm.n_rep
+        self.replicas = asm.reps
         self.router = Router(des.router, self.replicas, st)
         self.overhead_s = specs.calibration.per_request_overhead_s
         self.max_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
@@ -125,10 +141,12 @@ class LiveEngine:
     def in_engine(self) -> int:
         return self.capacity - len(self._free)
 
-    def submit(self, prompt: int, output: int, t: float) -> int:
+    def submit(self, prompt: int, output: int, t: float, hashes=None) -> int:
         """A request of ``prompt`` tokens that will emit ``output`` tokens arrives at ``t`` [s]
-        (not before the engine's clock). Returns its id. Raises EngineFull or SpecError (too
-        long for the KV cache, or lengths < 1)."""
+        (not before the engine's clock). ``hashes``: its prompt's prefix block hashes
+        (``block_tokens`` tokens each, as RequestStream.hashes; prefix caching matches them),
+        None = no shared prefix. Returns its id. Raises EngineFull or SpecError (too long for
+        the KV cache, or lengths < 1)."""
         prompt, output = int(prompt), int(output)
         if prompt < 1 or output < 1:
             raise SpecError("request", f"prompt {prompt}, output {output} tokens",
@@ -149,6 +167,9 @@ class LiveEngine:
         st.replica[rid] = -1
         st.emitted[rid] = st.cached_tokens[rid] = st.recomputed[rid] = 0
         st.rejected[rid] = st.kv_ready[rid] = st.swapped[rid] = False
+        st.energy_prefill_j[rid] = st.energy_decode_j[rid] = 0.0
+        if st.hashes is not None:
+            st.hashes[rid] = _NO_HASHES if hashes is None else np.asarray(hashes)
         self._seq += 1
         heapq.heappush(self._pending, (t + self.overhead_s, self._seq, rid))
         self.prompt_tokens += prompt
@@ -274,10 +295,21 @@ class LiveEngine:
             rep.truncate(t)
 
     def _hand_steps(self, rep: Replica, run: DecodeRun, j0: int, j1: int, out: Emitted) -> None:
+        """Steps j0..j1-1 of a decode run: one token per sequence per step, or with speculation
+        each sequence's accepted tokens of step j (``run.emit``, cumulative), all at its end."""
         times = run.start + run.cum[j0:j1]
-        for rid in rep.rid[:rep.n].tolist():
-            out.tokens.append((rid, times))
-        self.generation_tokens += rep.n * (j1 - j0)
+        rids = rep.rid[:rep.n].tolist()
+        if run.emit is None:
+            for rid in rids:
+                out.tokens.append((rid, times))
+            self.generation_tokens += rep.n * (j1 - j0)
+        else:
+            em = run.emit[:j1]
+            prev = em[j0 - 1] if j0 else np.zeros(em.shape[1], em.dtype)
+            per = np.diff(np.vstack([prev[None, :], em[j0:j1]]), axis=0)
+            for i, rid in enumerate(rids):
+                out.tokens.append((rid, np.repeat(times, per[:, i])))
+            self.generation_tokens += int(per.sum())
         self._sent[rep.idx] = j1
 
     def _finish(self, rep: Replica, t: float, out: Emitted) -> None:

@@ -62,7 +62,7 @@ def roof_functions(sm):
     def fit(B):
         line = lines.get(B, 0)
         if line == 0:
-            from engine.des.run import probe_line
+            from engine.des.pricing import probe_line
             line = lines[B] = probe_line(lambda P: at(B, P), float(B))
         return line
 

@@ -15,17 +15,15 @@ import polars as pl
 from engine.analytical.step import StepModel
 from engine.des import extras
 from engine.des.cluster import Loop, Router, kv_time_average
-from engine.des.fleet import cache_factory, make_fleet, pool_size
+from engine.des.fleet import make_fleet
 from engine.des.fleet import results as fleet_results
 from engine.des.sessions import transform
+from engine.des.assembly import assemble
 from engine.des.config import DesSpec, deployment
-from engine.des.kv_cache import kv_capacity
 from engine.des.metrics import request_table, summarize
-from engine.des.noise import make_noise
-from engine.des.replica import Replica
 from engine.des.state import State
 from engine.des.workload import RequestStream, build_stream
-from engine.errors import SpecError
+from engine.des.pricing import decode_line, probe_line, step_functions, swap_s_per_token  # noqa: F401 (public names)
 from engine.result import Assumption, RunResult
 from engine.spec import Specs
 
@@ -54,78 +52,6 @@ class SimResult:
     timeline: pl.DataFrame | None
     mean_in_system: float        # time average of requests arrived and not finished (loop counter)
     sim_time_s: float
-
-
-#: Per-sequence contexts at which a decode step's time is probed for linearity in attn_pairs.
-_PROBE_CTX = np.array([1.0, 64.0, 1024.0, 16384.0, 262144.0, 4194304.0])
-
-
-def decode_line(sm: StepModel, batch: int):
-    """(a, b, p_max) with ``sm.time(B, B, decode_seqs=B, decode_ctx=P) = a + b P`` for
-    P <= p_max, or None.
-
-    For a fixed batch B a decode step's time is a convex, piecewise-linear function of the
-    attended positions P (sums of max(compute, memory) of affine terms, and the compute/
-    communication overlap is convex in them). A convex function that meets its chord at an
-    interior point is linear on the whole interval, so agreement of the probes with the line
-    through the end points (to 1e-9) proves it. Then a run of k decode steps costs a few vector
-    operations instead of a StepModel call. (Sliding windows bend the line at P = B W: None.)
-    """
-    B = float(batch)
-    return probe_line(lambda P: sm.time(B, B, decode_seqs=B, decode_ctx=P), B)
-
-
-def probe_line(f, batch: float):
-    """(a, b, p_max) with f(P) = a + b P for P <= p_max, proven on the probes B x _PROBE_CTX
-    (``decode_line``; f convex piecewise-linear in P), or None."""
-    P = float(batch) * _PROBE_CTX
-    y = np.asarray(f(P), dtype=np.float64)
-    b = (y[-1] - y[0]) / (P[-1] - P[0])
-    a = y[0] - b * P[0]
-    if np.allclose(a + b * P, y, rtol=1e-9, atol=0.0):
-        return float(a), float(b), float(P[-1])
-    return None
-
-
-def step_functions(sm: StepModel, noise: Noise | None):
-    """(one-iteration time, decode-run times) from the step model, with the noise hook."""
-    pass_time, chunk_positions, decode_positions = sm.pass_time, sm.chunk_positions, sm.decode_positions
-    lines: dict = {}
-    memo: dict = {}   # StepModel.pass_time is pure: repeated batch compositions (same prompt lengths) hit
-
-    def one(T, n, chunks, nd, dctx):
-        """One iteration: T tokens, n logits, prefill ``chunks`` ((chunk, cached), ...), ``nd``
-        decoding sequences attending ``dctx`` positions in all."""
-        key = (T, n, chunks, nd, dctx)
-        x = memo.get(key)
-        if x is None:
-            if len(memo) > 1_000_000:
-                memo.clear()
-            LPp = LRp = 0.0
-            for c, k in chunks:
-                p, r = chunk_positions(c, k)
-                LPp += p
-                LRp += r
-            x = memo[key] = float(pass_time(float(T), float(n), LPp, LRp,
-                                            decode_positions(nd, float(dctx)), float(nd)))
-        if noise is not None:
-            x = float(noise(np.array([x]))[0])
-        return x
-
-    def run(B, p0, k):
-        """Times of k decode steps of B sequences attending p0 + B j positions in all."""
-        line = lines.get(B, 0)
-        if line == 0:
-            line = lines[B] = decode_line(sm, B)
-        P = p0 + float(B) * np.arange(k, dtype=np.float64)
-        if line is not None and P[-1] <= line[2]:
-            x = line[0] + line[1] * P
-        else:
-            x = np.asarray(sm.time(float(B), float(B), decode_seqs=float(B), decode_ctx=P),
-                           dtype=np.float64)
-        return noise(x) if noise is not None else x
-
-    return one, run
 
 
 def handoff_function(specs: Specs, des: DesSpec):
@@ -195,16 +121,6 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     return out
 
 
-def swap_s_per_token(specs: Specs, des: DesSpec) -> float:
-    """Seconds to move one token's KV between HBM and host memory (swap preemption): per device,
-    its shard of the token's KV (kv_bytes_per_token / kv_split) over its own host link at
-    ``des.swap_bandwidth_gb_s``."""
-    from engine.analytical import kvcache, memory
-    m, p = specs.model, specs.partition
-    shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
-    return memory.kv_bytes_per_token(m) / shard / (des.swap_bandwidth_gb_s * 1e9)
-
-
 #: CPU-seconds one simulated request costs, rounded up from 1.0-1.7e-4 measured here (4,000 chat
 #: and Azure-conversation requests, one and four replicas): ``auto`` shows the bar from 2 s.
 DES_S_PER_REQUEST = 2e-4
@@ -232,35 +148,16 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     stream0 = stream                  # as given: a counterfactual re-run starts from it again
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.sessions)
         stream = transform(stream, des)
-    cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-    blocks = des.num_kv_blocks or extras.kv_blocks(specs, des, cap)   # a speculative draft's share off
-    n_rep = des.replicas or specs.partition.dp
-    if des.prefill_replicas and des.prefill_replicas >= n_rep:
-        raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
-                        f"fewer than the {n_rep} replicas (at least one must decode)")
+    # replicas, KV pools, prefix caches, step functions and features: the one assembly the
+    # live engine builds too (engine.des.assembly)
+    asm = assemble(specs, des, stream, noise)
+    cap, blocks, n_rep, sm, st, reps, feats = asm.cap, asm.blocks, asm.n_rep, asm.sm, asm.st, asm.reps, asm.feats
+    make_cache = asm.make_cache
     devices = specs.partition.devices_per_replica * n_rep
-    sm = StepModel.from_specs(specs)
-    if noise is None:  # the calibration's jump-diffusion noise (None when calibration.noise is off)
-        noise = make_noise(specs.calibration.noise, des.seed)
-    one, many = step_functions(sm, noise)
-    st = State(stream)
-    reps = []
-    make_cache = cache_factory(specs, des, stream)     # HBM prefix cache, tiered with kv_*_gb
-    for i in range(pool_size(des, n_rep)):
-        pc = make_cache() if make_cache is not None else None
-        reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
-        if des.preemption == "swap":
-            reps[-1].swap_s_per_token = swap_s_per_token(specs, des)
-    # speculative decoding, power/energy/throttle, token timestamps (engine.des.extras)
-    feats = extras.attach(specs, des, sm, noise, reps, st)
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
     router, decode_router, handoff = Router(des.router, reps, st), None, None
     if des.prefill_replicas:
-        pre, dec = reps[:des.prefill_replicas], reps[des.prefill_replicas:]
-        for r in pre:
-            r.role = "prefill"
-        for r in dec:
-            r.role = "decode"
+        pre, dec = reps[:des.prefill_replicas], reps[des.prefill_replicas:]   # roles set by assemble
         router, decode_router = Router(des.router, pre, st), Router(des.router, dec, st)
         handoff = handoff_function(specs, des)
     loop = Loop(st, reps, router, decode_router=decode_router, handoff_s=handoff, users=stream.users,

@@ -75,7 +75,7 @@ class Speculation:
         B = float(B)
         line = self._lines.get(B, 0)
         if line == 0:
-            from engine.des.run import probe_line
+            from engine.des.pricing import probe_line
             lx = probe_line(lambda P: self._raw(B, P)[0], B)
             lb = probe_line(lambda P: self._raw(B, P)[1], B)
             line = self._lines[B] = (lx, lb, min(lx[2], lb[2])) if lx and lb else None

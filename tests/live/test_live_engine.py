@@ -143,3 +143,51 @@ def test_abort_matches_the_des_deadline(base_specs, rate, blocks, D):
             assert times[i][0] == pytest.approx(st.first_token[i], abs=1e-9)
             assert times[i][-1] == pytest.approx(st.completion[i], abs=1e-9)
     assert eng.in_engine == 0 and eng.aborted == len(gone)
+
+
+def test_live_serves_what_the_des_simulates_with_prefix_caching_and_speculation(base_specs):
+    """One assembly (engine.des.assembly) for both: on the Mooncake excerpt (shared prefixes)
+    with prefix caching and MTP speculation on, the live engine, fed the same requests with
+    their prefix hashes, emits every token at the time the offline DES records for it
+    (``token_times``), with the same prefix hits, the same speculative draws and the KV blocks
+    the draft's share leaves (fewer than without speculation)."""
+    from pathlib import Path
+
+    from engine.des.workload import build_stream
+    from engine.spec import WorkloadSpec
+    from engine.spec.analytical import SpecDecodeSpec
+
+    trace = Path(__file__).resolve().parents[2] / "conf/workload/traces/mooncake_conv_1k.jsonl"
+    wl = WorkloadSpec(arrival="trace", rate_rps=2.0, num_requests=40, prompt_len=512, output_len=128,
+                      trace={"path": str(trace)})
+    sd = SpecDecodeSpec(method="mtp", gamma=3, acceptance=0.7)
+    specs = replace(base_specs, workload=wl, analytical=replace(base_specs.analytical, spec_decode=sd))
+    des = DesSpec(prefix_caching=True)
+    stream = build_stream(specs.workload)
+    sim = simulate(specs, replace(des, token_times=True), stream=stream)
+    st = sim.state
+    assert st.hit_tokens > 0                              # the prefixes are shared
+    assert st.spec_tokens > 1.5 * st.spec_steps           # and speculation accepts tokens
+    plain_blocks = simulate(replace(base_specs, workload=wl), des, stream=stream).result.summary["kv_blocks"]
+    eng = LiveEngine(specs, des, capacity=64, block_tokens=stream.block_tokens)
+    assert eng.blocks == sim.result.summary["kv_blocks"] < plain_blocks
+    times = {i: [] for i in range(len(stream))}
+    rid_of = {}
+    last = -1.0
+    for i, a in enumerate(stream.arrival_s):
+        if a > last:        # requests arriving together are all submitted before time moves on
+            em, last = eng.advance(float(a)), a
+            for rid, ts in em.tokens:
+                times[rid_of[rid]].extend(ts.tolist())
+            for rid in em.done:
+                eng.release(rid)
+        rid_of[eng.submit(stream.prompt[i], stream.output[i], float(a), hashes=stream.hashes[i])] = i
+    while eng.next_time() < float("inf"):
+        em = eng.advance(eng.next_time())
+        for rid, ts in em.tokens:
+            times[rid_of[rid]].extend(ts.tolist())
+        for rid in em.done:
+            eng.release(rid)
+    assert eng.st.hit_tokens == st.hit_tokens and eng.st.spec_tokens == st.spec_tokens
+    for i in range(len(stream)):
+        np.testing.assert_allclose(times[i], np.concatenate(st.token_times[i]), rtol=0, atol=1e-9)

@@ -1,0 +1,99 @@
+"""Step-time functions of the event loop from the step model: one iteration's time for its exact
+batch composition, a run of k pure decode steps priced as a line in the attended positions where
+the step model is provably linear (``decode_line``), and swap preemption's transfer rate.
+
+Both are ``engine.analytical.step.StepModel`` prices (the pass price both engines use), with an
+optional ``noise`` callable (array of step times [s] -> array, its own seeded generator).
+"""
+
+from typing import Callable
+
+import numpy as np
+
+from engine.analytical.step import StepModel
+
+Noise = Callable[[np.ndarray], np.ndarray]
+
+#: Per-sequence contexts at which a decode step's time is probed for linearity in attn_pairs.
+_PROBE_CTX = np.array([1.0, 64.0, 1024.0, 16384.0, 262144.0, 4194304.0])
+
+
+def decode_line(sm: StepModel, batch: int):
+    """(a, b, p_max) with ``sm.time(B, B, decode_seqs=B, decode_ctx=P) = a + b P`` for
+    P <= p_max, or None.
+
+    For a fixed batch B a decode step's time is a convex, piecewise-linear function of the
+    attended positions P (sums of max(compute, memory) of affine terms, and the compute/
+    communication overlap is convex in them). A convex function that meets its chord at an
+    interior point is linear on the whole interval, so agreement of the probes with the line
+    through the end points (to 1e-9) proves it. Then a run of k decode steps costs a few vector
+    operations instead of a StepModel call. (Sliding windows bend the line at P = B W: None.)
+    """
+    B = float(batch)
+    return probe_line(lambda P: sm.time(B, B, decode_seqs=B, decode_ctx=P), B)
+
+
+def probe_line(f, batch: float):
+    """(a, b, p_max) with f(P) = a + b P for P <= p_max, proven on the probes B x _PROBE_CTX
+    (``decode_line``; f convex piecewise-linear in P), or None."""
+    P = float(batch) * _PROBE_CTX
+    y = np.asarray(f(P), dtype=np.float64)
+    b = (y[-1] - y[0]) / (P[-1] - P[0])
+    a = y[0] - b * P[0]
+    if np.allclose(a + b * P, y, rtol=1e-9, atol=0.0):
+        return float(a), float(b), float(P[-1])
+    return None
+
+
+def step_functions(sm: StepModel, noise: Noise | None):
+    """(one-iteration time, decode-run times) from the step model, with the noise hook."""
+    pass_time, chunk_positions, decode_positions = sm.pass_time, sm.chunk_positions, sm.decode_positions
+    lines: dict = {}
+    memo: dict = {}   # StepModel.pass_time is pure: repeated batch compositions (same prompt lengths) hit
+
+    def one(T, n, chunks, nd, dctx):
+        """One iteration: T tokens, n logits, prefill ``chunks`` ((chunk, cached), ...), ``nd``
+        decoding sequences attending ``dctx`` positions in all."""
+        key = (T, n, chunks, nd, dctx)
+        x = memo.get(key)
+        if x is None:
+            if len(memo) > 1_000_000:
+                memo.clear()
+            LPp = LRp = 0.0
+            for c, k in chunks:
+                p, r = chunk_positions(c, k)
+                LPp += p
+                LRp += r
+            x = memo[key] = float(pass_time(float(T), float(n), LPp, LRp,
+                                            decode_positions(nd, float(dctx)), float(nd)))
+        if noise is not None:
+            x = float(noise(np.array([x]))[0])
+        return x
+
+    def run(B, p0, k):
+        """Times of k decode steps of B sequences attending p0 + B j positions in all."""
+        line = lines.get(B, 0)
+        if line == 0:
+            line = lines[B] = decode_line(sm, B)
+        P = p0 + float(B) * np.arange(k, dtype=np.float64)
+        if line is not None and P[-1] <= line[2]:
+            x = line[0] + line[1] * P
+        else:
+            x = np.asarray(sm.time(float(B), float(B), decode_seqs=float(B), decode_ctx=P),
+                           dtype=np.float64)
+        return noise(x) if noise is not None else x
+
+    return one, run
+
+
+def swap_s_per_token(specs, des) -> float:
+    """Seconds to move one token's KV between HBM and host memory (swap preemption): per device,
+    its shard of the token's KV (kv_bytes_per_token / kv_split) over its own host link at
+    ``des.swap_bandwidth_gb_s``."""
+    from engine.analytical import kvcache, memory
+    m, p = specs.model, specs.partition
+    shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
+    return memory.kv_bytes_per_token(m) / shard / (des.swap_bandwidth_gb_s * 1e9)
+
+
+__all__ = ["decode_line", "probe_line", "step_functions", "swap_s_per_token"]
