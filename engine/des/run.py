@@ -231,19 +231,40 @@ def decode_shares(sm: StepModel, s: dict, st: State) -> dict:
     return {f"decode_share_{k}": v / tot for k, v in parts.items()}
 
 
+def decode_step_terms(sm: StepModel, batch: float, ctx: float):
+    """(compute s, memory s, comm s, roof s) of one decode step of ``batch`` sequences with ``ctx``
+    cached tokens each, from the step model's own pass terms (``StepModel.pass_time``'s: the
+    attended layer-positions with sliding windows, ``decode_positions``; the decode pair FLOPs,
+    MLA's absorbed form; CUDA-graph padding; touched experts): each sequence attends ctx + 1
+    positions. compute and memory are the operators' roofline sides summed; with a kernel backend
+    (measured times, no compute/memory split) they come from the same pass priced by the
+    roofline (``kern=None``), while comm and roof are the backend's."""
+    from dataclasses import replace
+
+    B = float(batch)
+    LPd = sm.decode_positions(B, B * (ctx + 1.0))
+    Tg = sm.graph_tokens(B, B)
+
+    def ops(m):
+        return m.operators(Tg, B + (Tg - B), *m.attention(0.0, 0.0, 0.0, LPd, B, B))
+
+    roofline = ops(sm if sm.kern is None else replace(sm, kern=None))
+    compute = float(sum(np.sum(c) for c, _ in roofline))
+    memory = float(sum(np.sum(m) for _, m in roofline))
+    return compute, memory, float(sm.comm_s(Tg)), float(sm.roof(ops(sm)))
+
+
 def binding_bound(sm: StepModel, s: dict, st: State) -> str:
     """What limits the simulated service: ``queueing`` when the median request waits at least as
     long in the queue as half its TTFT; otherwise the roof a decode step hits at the mean batch and
-    mean context (compute: FLOP time > HBM time; else memory), with ``comm`` when the collectives
-    take longer than both."""
+    mean mid-decode context (``decode_step_terms``): ``comm`` when the collectives take longer than
+    the operators' roof, else compute (compute time > memory time) or memory."""
     if s.get("queueing_ms_p50", 0) >= 0.5 * s.get("ttft_ms_p50", float("inf")):
         return "queueing"
     b = max(float(s.get("batch_size_mean") or 1.0), 1.0)
     ctx = float(np.mean(st.prompt) + np.mean(st.output) / 2) if st.n else 0.0
-    compute = (sm.flops_per_token + sm.flops_per_logit + sm.flops_per_pair * ctx) * b
-    memory = float(sm.weight_s(b)) + sm.kv_s_per_token * (ctx + 1) * b + sm.act_s_per_token * b
-    comm = sm.comm_latency_s + sm.comm_s_per_token * b
-    if comm > max(compute, memory):
+    compute, memory, comm, roof = decode_step_terms(sm, b, ctx)
+    if comm > roof:
         return "comm"
     return "compute" if compute > memory else "memory"
 

@@ -152,3 +152,25 @@ def test_binding_bound_low_load_memory_overload_queueing(specs_with):
     high = simulate(specs_with(num_requests=400, arrival="poisson", rate_rps=400.0),
                     DesSpec()).result.summary
     assert high["queueing_ms_p50"] > 0.5 * high["ttft_ms_p50"] and high["bound"] == "queueing"
+
+
+def test_bound_terms_are_the_step_models_decode_pass():
+    """The bound label's decode-step terms (engine.des.run.decode_step_terms) price attention
+    with the decode form of MLA on DeepSeek-V3: each more attended position per sequence adds
+    B x decode_flops_per_pair of compute and B x kv_s_per_token of memory; the roof is the step
+    model's own pass roof. Per pair and layer (H = 128 heads, latent r = 512, rope 64, nope 128,
+    v 128): prefill form 2 H (128 + 64) + 2 H 128 = 81,920 FLOPs; absorbed decode form
+    2 H (512 + 64) + 2 H 512 = 278,528 FLOPs (the old label used the former)."""
+    from engine.analytical.step import StepModel
+    from engine.des.run import decode_step_terms
+    from tests.conftest import compose_specs
+
+    sm = StepModel.from_specs(compose_specs("model=deepseek_v3", "hardware=h200", "partition=tp8",
+                                            "framework=generic"))
+    assert sm.decode_flops_per_pair / sm.flops_per_pair == pytest.approx(278528 / 81920, rel=1e-9)
+    B, c1, c2 = 64.0, 1000.0, 3000.0
+    a, b = decode_step_terms(sm, B, c1), decode_step_terms(sm, B, c2)
+    assert b[0] - a[0] == pytest.approx(B * (c2 - c1) * sm.decode_flops_per_pair, rel=1e-9)
+    assert b[1] - a[1] == pytest.approx(B * (c2 - c1) * sm.kv_s_per_token, rel=1e-9)
+    assert a[3] == pytest.approx(float(sm.roof(sm.operators(B, B, *sm.attention(
+        0.0, 0.0, 0.0, sm.num_layers * B * (c1 + 1), B, B)))), rel=1e-12)
