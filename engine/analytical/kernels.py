@@ -94,29 +94,20 @@ class KernelPass:
 
 
 def backend(specs: Specs) -> str:
-    """The operator-cost backend a job asks for: ``calibration.kernels`` (auto: measured when the
-    chip has tables for the framework, else transfer - ``engine.cost`` decides and names it);
-    roofline when the framework names no kernel tables and kernels=auto. Raises SpecError for
-    measured/transfer when the framework names none."""
-    want = specs.calibration.kernels
-    fw = specs.framework.kernel_tables
-    if want == "roofline" or (fw == "none" and want == "auto"):
-        return "roofline"
-    if fw == "none":
-        raise SpecError("framework.kernel_tables", fw,
-                        f"trtllm, vllm or sglang for calibration.kernels={want} (framework "
-                        f"'{specs.framework.name}' names no kernel tables)")
-    return want
+    """The operator-cost backend a job prices with (``engine.cost.registry.resolve``): the
+    calibration's ``kernels`` with ``auto`` meaning roofline when the framework names no kernel
+    tables (measured or transfer otherwise - ``engine.cost`` decides and names it). Raises SpecError
+    for measured/transfer/anchored when the framework names none."""
+    from engine.cost import resolve
+    return resolve(specs.calibration.kernels, specs.framework.kernel_tables)
 
 
 def kernel_model(specs: Specs):
-    """The ``engine.cost`` kernel model of the job's chip, framework and backend (None: roofline);
-    transfer curves fitted without ``calibration.transfer_exclude``."""
-    b = backend(specs)
-    if b == "roofline":
-        return None
+    """The ``engine.cost`` model of the job's chip, framework and backend, one registry for all
+    (the roofline's has ``closed_form``: the pass is then StepModel's closed form); transfer curves
+    fitted without ``calibration.transfer_exclude``."""
     from engine.cost import kernel_model as km
-    return km(specs.hardware, specs.framework.kernel_tables, b,
+    return km(specs.hardware, specs.framework.kernel_tables, backend(specs),
               tuple(specs.calibration.transfer_exclude))
 
 
@@ -206,8 +197,9 @@ def _cached(specs: Specs, parts: tuple):
 
 def build(specs: Specs, tp, ep, sp) -> tuple[KernelPass | None, list]:
     """KernelPass of the job's kernel model for the partitions (scalars or arrays broadcast: one
-    table row per distinct (tp, ep, sp)), and its assumptions; (None, []) for the roofline."""
-    if backend(specs) == "roofline":
+    table row per distinct (tp, ep, sp)), and its assumptions; (None, []) for the roofline, whose
+    passes StepModel prices in closed form (``KernelModel.closed_form``)."""
+    if getattr(kernel_model(specs), "closed_form", False):
         return None, []
     tp, ep, sp = np.broadcast_arrays(*(np.asarray(v, dtype=int) for v in (tp, ep, sp)))
     keys = np.stack([tp.ravel(), ep.ravel(), sp.ravel()], axis=1)

@@ -5,7 +5,9 @@ measured kernel tables (interpolated) or from roofline-efficiency curves transfe
     km = kernel_model(hardware, "trtllm")            # auto: measured if the chip has tables
     km.gemm_s(tokens, n, k, km.dtype_for(model))     # seconds
 
-Backends: "measured" | "transfer" | "auto" | "anchored" (see engine.cost.model). Units and
+Backends, one registry (engine.cost.registry.BACKENDS, name -> factory): "roofline" (spec-sheet
+peaks, engine.cost.roofline; the engines price its passes in closed form) | "measured" |
+"transfer" | "anchored" | "auto" (see engine.cost.model). Units and
 meanings of the arguments:
 
 * every result is seconds per call on ONE GPU; array arguments broadcast; 0 work -> 0 s;
@@ -20,9 +22,12 @@ meanings of the arguments:
   min(NCCL, framework custom all-reduce); beyond 8 GPUs scaled by the transfer model.
 
 Modules: ``grid`` (log-space interpolation), ``shapes`` (FLOPs and bytes of each op), ``derive``
-(measured parquet -> compact shipped tables), ``transfer`` (fitted curves), ``model`` (the API).
+(measured parquet -> compact shipped tables), ``transfer`` (fitted curves), ``model`` (the
+KernelModel API and the measured / transfer / anchored implementations), ``roofline``,
+``registry`` (backend name -> factory; ``kernel_model``).
 """
 
-from engine.cost.model import KernelModel, kernel_model, tables_for
+from engine.cost.model import KernelModel, tables_for
+from engine.cost.registry import BACKENDS, kernel_model, resolve
 
-__all__ = ["KernelModel", "kernel_model", "tables_for"]
+__all__ = ["BACKENDS", "KernelModel", "kernel_model", "resolve", "tables_for"]

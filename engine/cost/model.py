@@ -1,7 +1,8 @@
 """KernelModel: the time of one operator (GEMM, MoE block, attention, MLA, collective) on one chip
 under one serving framework, from measured kernel tables or from transfer curves.
 
-Backends (``kernel_model(hardware, framework, backend)``):
+Backends (``engine.cost.registry``: ``kernel_model(hardware, framework, backend)`` looks the name up
+in one registry; ``roofline`` is engine.cost.roofline):
 
 * ``measured``: interpolate the chip's own measured tables (engine/cost/data/tables.npz) in log
   space (engine.cost.grid): exact at measured grid points (those not slower than a larger size,
@@ -43,7 +44,6 @@ from engine.spec import HardwareSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 FRAMEWORKS = derive.FRAMEWORKS
-BACKENDS = ("measured", "transfer", "auto", "anchored")
 GEMM_DTYPES = tuple(shapes.GEMM_DTYPES)
 #: Measured-table dtype to use when a chip lacks one: nearest in bytes per weight and math rate.
 GEMM_SUBSTITUTES = {
@@ -422,6 +422,9 @@ class KernelModel:
     name: str
     assumptions: tuple
     _impl: object = field(repr=False, compare=False)
+    #: True for the roofline backend: the engines price its passes in closed form (StepModel's
+    #: constants: operators aggregated before the max, calibrated peaks), not from these tables.
+    closed_form: bool = False
 
     def gemm_s(self, m, n: int, k: int, dtype: str):
         """One GEMM (m x k) @ (k x n); m = tokens in the pass (array OK). Seconds."""
@@ -543,81 +546,3 @@ def _fmt(v) -> str:
 
 def _known_sets() -> list:
     return shipped_tables()["chips"].tolist()
-
-
-@functools.lru_cache(maxsize=64)
-def _build(hardware: HardwareSpec, framework: str, backend: str, exclude: tuple) -> KernelModel:
-    if framework not in FRAMEWORKS:
-        raise SpecError("framework.kernel_tables", framework, "one of " + ", ".join(FRAMEWORKS))
-    if backend not in BACKENDS:
-        raise SpecError("calibration.kernels", backend, "one of " + ", ".join(BACKENDS))
-    known = _known_sets()
-    bad = [c for c in exclude if c not in known]
-    if bad:
-        raise SpecError("calibration.transfer_exclude", bad, "measured table sets: " + ", ".join(known))
-    chip = tables_for(hardware)
-    if chip is not None and chip not in known:
-        raise SpecError("hardware.kernel_tables", chip, 'one of ' + ", ".join(known) + ' or "" (none)')
-    has = chip is not None and any(k.startswith(f"{chip}/{framework}/") for k in shipped_tables())
-    if backend == "measured" and not has:
-        raise SpecError("hardware.kernel_tables", hardware.kernel_tables,
-                        f"a measured table set with {framework} tables for {hardware.name} "
-                        f"(sets: {', '.join(known)}); or use the transfer backend")
-    fits = fits_for(framework, tuple(sorted(exclude)))
-    tr = _Transfer(_peaks_of(hardware), fits, hardware.name)
-    fitted_on = sorted({c for f in fits.values() for c in f["chips"]})
-    if backend == "anchored":
-        anchor = _nearest_set(tr.pk, framework, exclude)
-        apk = {k: (None if not np.isfinite(v) else v) for k, v in transfer.chip_peaks(shipped_tables(), anchor).items()}
-        ta = _Transfer(apk, fits, anchor)
-        name = f"anchored on {anchor}/{framework}, transfer ratio to {hardware.name}"
-        notes = (Assumption("kernel backend", name,
-                            f"measured {anchor} tables x (transfer-model time on {hardware.name} / on {anchor}); "
-                            f"curves fitted on {', '.join(fitted_on)}"),) + tuple(tr.notes)
-        return KernelModel(name, notes, _Anchored(_Measured(anchor, framework, ta), tr, ta))
-    if backend == "transfer" or (backend == "auto" and not has):
-        name = f"transfer from {','.join(fitted_on)} to {hardware.name} ({framework})"
-        notes = (Assumption("kernel backend", "transfer",
-                            f"roofline-efficiency curves fitted on {', '.join(fitted_on)} ({framework} tables) "
-                            f"applied to {hardware.name}'s spec-sheet peaks"),) + tuple(tr.notes)
-        return KernelModel(name, notes, tr)
-    t = shipped_tables()
-    stored = {k: (None if not np.isfinite(v) else v) for k, v in transfer.chip_peaks(t, chip).items()}
-    changed = [k for k in ("bf16", "fp8", "fp4", "hbm_bandwidth", "scaleup_bandwidth")
-               if not _same_figure(tr.pk.get(k), stored.get(k))]
-    if changed:
-        # a what-if on a measured chip (e.g. hardware.hbm_bandwidth=8TB/s on h100_sxm): the tables
-        # describe the chip as measured; move them by the transfer model's ratio to the new figures
-        ts = _Transfer(stored, fits, chip)
-        m = _Measured(chip, framework, ts)
-        ver = next((str(t[k]) for k in (f"{chip}/{framework}/gemm/version", f"{chip}/{framework}/attn_decode/version")
-                    if k in t), "?")
-        name = f"measured {chip}/{framework} {ver} scaled to {hardware.name} ({', '.join(changed)} changed)"
-        what = "; ".join(f"{k} {_fmt(stored.get(k))} -> {_fmt(tr.pk.get(k))}" for k in changed)
-        notes = (Assumption("kernel backend", name,
-                            f"{hardware.name} differs from the measured {chip} sheet ({what}): measured times x "
-                            f"transfer-model time ratio (this hardware / {chip})"),
-                 _EXTRAPOLATION, _PADDED, _SHAPES, _MOE, _UNITS) + tuple(m.notes) + tuple(tr.notes)
-        return KernelModel(name, notes, _Anchored(m, tr, ts))
-    m = _Measured(chip, framework, tr)
-    ver = next((str(t[k]) for k in (f"{chip}/{framework}/gemm/version", f"{chip}/{framework}/attn_decode/version")
-                if k in t), "?")
-    name = f"measured {chip}/{framework} {ver}"
-    notes = (Assumption("kernel backend", name, "per-kernel latencies measured by NVIDIA (aiconfigurator-core "
-                        "tables, Apache-2.0), interpolated in log space"), _EXTRAPOLATION, _PADDED, _SHAPES, _MOE, _UNITS) \
-        + tuple(m.notes)
-    return KernelModel(name, notes, m)
-
-
-def kernel_model(hardware: HardwareSpec, framework: str, backend: str = "auto",
-                 exclude: tuple = ()) -> KernelModel:
-    """The operator-cost model for a chip and framework (cached per arguments).
-
-    backend: "measured" (SpecError naming hardware.kernel_tables when the chip has no tables for
-    this framework), "transfer" (curves fitted on the measured table sets minus ``exclude``, applied
-    to this chip's spec-sheet peaks), "auto" (measured when available, else transfer), "anchored"
-    (nearest measured chip other than ``exclude`` x transfer-model ratio; see the module docstring).
-    """
-    if not isinstance(hardware, HardwareSpec):
-        raise SpecError("hardware", type(hardware).__name__, "a HardwareSpec")
-    return _build(hardware, framework, backend, tuple(exclude))
