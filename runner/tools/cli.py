@@ -9,6 +9,11 @@ composition and override-parsing errors. Anything else is a bug and keeps its tr
 
 ``progress(...)`` is tqdm on stderr (stdout stays the tool's output), shown only on a terminal
 and not with ``--quiet`` or ``SIMLLM_QUIET=1`` (tqdm's own ``TQDM_DISABLE=1`` works too).
+
+``add_tracking(ap, experiment)`` adds the MLflow flags the tracking tools share (``--no-tracking``,
+``--tracking-uri``, ``--experiment``) and ``log_run(prog, args, ...)`` logs a tool's run with them
+(best effort: the files are written first). ``table_text(df)`` formats a table (polars'
+Markdown or plain-text formatting) for the tools that print one.
 """
 
 import functools
@@ -227,3 +232,52 @@ class Steps:
             self.bar.update(1)
         self.bar.close()
         return False
+
+
+def add_tracking(ap, experiment: str) -> None:
+    """``--no-tracking``, ``--tracking-uri URI`` and ``--experiment NAME`` (default ``experiment``)."""
+    ap.add_argument("--no-tracking", action="store_true", help="do not log the run to MLflow")
+    ap.add_argument("--tracking-uri", default=None,
+                    help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///outputs/mlflow.db)")
+    ap.add_argument("--experiment", default=experiment, help=f"MLflow experiment (default {experiment})")
+
+
+def log_run(prog: str, args, name: str, params: dict, metrics: dict, tags: dict, out) -> str | None:
+    """Log a tool's run (params, metrics, tags, the files of ``out``) with ``args.tracking_uri``
+    (default runner.tracking's; set on ``args``) and ``args.experiment``; prints the run id. A
+    store that fails is a warning naming ``out``, where the results already are. Returns the run
+    id (None when logging failed)."""
+    from runner import tracking
+
+    try:
+        args.tracking_uri = args.tracking_uri or tracking.default_uri()
+        rid = tracking.log_job(args.tracking_uri, args.experiment, name, params, metrics, tags, out)
+    except Exception as e:  # noqa: BLE001 - the files are written; tracking is best effort
+        print(f"{prog}: warning: MLflow logging failed ({e}); results are in {out}", file=sys.stderr)
+        return None
+    print(f"MLflow run {rid} ({args.tracking_uri}, experiment {args.experiment})")
+    return rid
+
+
+def text_table(columns: dict, markdown: bool = True) -> str:
+    """``{header: [cell text, ...]}`` (cells already formatted) as a table (``table_text``); no
+    columns: the empty string."""
+    import polars as pl
+
+    if not columns:
+        return ""
+    return table_text(pl.DataFrame({k: [str(v) for v in col] for k, col in columns.items()},
+                                   schema={k: pl.String for k in columns}), markdown)
+
+
+def table_text(df, markdown: bool = True) -> str:
+    """A polars DataFrame as text: a Markdown table (numbers right-aligned), or with
+    ``markdown=False`` plain columns without borders; every row and column, no truncation, no
+    dtype or shape lines. Format the cells first where a column needs a number format."""
+    import polars as pl
+
+    with pl.Config(tbl_formatting="MARKDOWN" if markdown else "NOTHING", tbl_hide_column_data_types=True,
+                   tbl_hide_dataframe_shape=True, tbl_hide_dtype_separator=True, tbl_rows=-1, tbl_cols=-1,
+                   fmt_str_lengths=10_000, tbl_width_chars=65_000, tbl_cell_numeric_alignment="RIGHT"):
+        text = str(df)
+    return "\n".join(line.rstrip() for line in text.splitlines())

@@ -1,0 +1,150 @@
+"""The ``simllm-validate`` command: arguments, the steps (read, fit, predict, half split,
+report, MLflow) and the output folder (table.csv, report.md, summary.json)."""
+
+import argparse
+import datetime as _dt
+import hashlib
+import math
+import re
+import sys
+from pathlib import Path
+
+from runner.compose import CONF, ROOT
+from runner.tools.cli import add_quiet, add_tracking, count_type, guard, log_run, positive_type
+from runner.tools.validate.fit import FIT_PARAMS, fit_calibration, fitted_yaml, half_split, write_framework_steps
+from runner.tools.validate.predict import Runner
+from runner.tools.validate.report import coverage, summarize, table_text, write_files
+from runner.tools.validate.rows import DEFAULT_CSV, _model_config, read_cases
+
+
+def run(args) -> dict:
+    from runner.tools.cli import Steps
+
+    names = ["reading the rows", *(["fitting"] if args.fit else []), "predicting",
+             *(["half split"] if args.half_split else []), "writing the report",
+             *([] if args.no_tracking else ["logging to MLflow"])]
+    with Steps(names, "simllm-validate", getattr(args, "quiet", False)) as steps:
+        return _run(args, steps)
+
+
+def _run(args, steps) -> dict:
+    from tqdm import tqdm
+
+    from engine.errors import SpecError
+
+    steps.step("reading the rows")
+    csv_path = Path(args.csv)
+    if not csv_path.is_file():
+        raise SpecError("--csv", str(csv_path), "an existing CSV of measured points")
+    sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
+    configs = dict(_model_config(x) for x in args.model_config)
+    cases = read_cases(csv_path, configs)
+    if args.only:
+        try:
+            cases = [c for c in cases if re.match(args.only, c.id)]
+        except re.error as e:
+            raise SpecError("--only", args.only, f"a regular expression ({e})") from None
+    runner = Runner(args.calibration, des_scale=args.des_scale, extra=args.set)
+    params = None
+    evals = [0]
+
+    def fit_log(line: str) -> None:      # the fit's lines stay on stdout, around the bar
+        evals[0] += 1
+        steps.note(f"fitting: evaluation {evals[0]}")
+        tqdm.write(line, file=sys.stdout)
+
+    if args.fit:
+        steps.step("fitting")
+        first = next(c for c in cases if not c.skip)
+        cal = runner.specs(first)[0].calibration
+        start = {k: getattr(cal, k) for k in FIT_PARAMS}
+        fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
+        fit_runner._specs = runner._specs
+        params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish,
+                                      log=fit_log)
+    steps.step("predicting")
+    for i, c in enumerate(cases):
+        steps.note(f"predicting: row {i + 1} of {len(cases)} ({c.id})")
+        if not c.skip:
+            c.predicted = runner.predict(c, params)
+            if not math.isfinite(c.predicted):
+                c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
+    summary = summarize(cases)
+    text = table_text(cases, summary)
+    if args.half_split:
+        steps.step("half split")
+    split = half_split(runner, cases, args) if args.half_split else None
+    if split:
+        text += split["text"]
+    steps.step("writing the report")
+    print(text)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.output_dir) / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    write_files(out, csv_path, sha, args.calibration, params, text, summary, cases, split)
+    if args.fit:
+        from runner.tools.calibrate import compose
+
+        path = Path(args.conf_dir) / "calibration" / f"{args.fit}.yaml"
+        text_y = fitted_yaml(args.fit, params, csv_path, sha, summary, cases,
+                             compose([f"calibration={args.calibration}", *args.set]))
+        if path.exists() and not args.force and path.read_text() != text_y:
+            raise FileExistsError(f"{path} exists and differs; pass --force to overwrite")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text_y)
+        (out / f"{args.fit}.yaml").write_text(text_y)
+        print(f"wrote {path}")
+        for p in write_framework_steps(Path(args.conf_dir), params, csv_path, cases):
+            print(f"wrote {p} (step_overhead)")
+    if not args.no_tracking:
+        steps.step("logging to MLflow")
+        metrics = {f"{g}_{k}": v for g, s in summary.items() for k, v in s.items()}
+        metrics["rows_predicted"] = coverage(cases)["predicted"]
+        if split:
+            metrics.update({f"half_split_{g}_median_abs_error": s["median_abs_error"]
+                            for g, s in split["held_out"].items() if s["n"]})
+        p = {"csv": str(csv_path), "sha256": sha, "calibration": args.calibration,
+             "rows": len(cases), "skipped": sum(1 for c in cases if c.skip)}
+        if params:
+            p.update({f"fitted.{k}": v for k, v in params.items()})
+        log_run("simllm-validate", args, f"validate:{csv_path.stem}", p, metrics,
+                {"simllm.kind": "validation"}, out)
+    return {"cases": cases, "summary": summary, "params": params, "out": out}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="simllm-validate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--csv", default=str(DEFAULT_CSV), help="measured points (measured_dev.csv columns)")
+    ap.add_argument("--calibration", default="default", help="conf/calibration option to predict with")
+    ap.add_argument("--only", default="", help="regex on row ids (e.g. 'GF|TPM')")
+    ap.add_argument("--set", nargs="*", default=[], help="overrides for every row, e.g. "
+                    "calibration.compute_efficiency=0.7 (with --fit: the start)")
+    ap.add_argument("--fit", default="", help="fit one calibration on all rows, write conf/calibration/NAME.yaml")
+    ap.add_argument("--max-nfev", type=count_type(1), default=30, help="--fit: least_squares evaluations")
+    ap.add_argument("--polish", type=int, default=0,
+                    help="--fit: then Nelder-Mead on the mean per-metric median |error| (this many evaluations)")
+    ap.add_argument("--model-config", action="append", default=[], metavar="NAME=PATH",
+                    help="a config.json for a model the project has no conf/model for (repeatable)")
+    ap.add_argument("--des-scale", type=positive_type, default=1.0,
+                    help="DES request counts x this (smaller: faster, noisier)")
+    ap.add_argument("--half-split", action="store_true",
+                    help="also fit on every other row (by id) and report the error on the rows not fitted")
+    ap.add_argument("--fit-des-scale", type=positive_type, default=0.3,
+                    help="--fit: DES request counts x this while fitting (the final table uses all)")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--conf-dir", default=str(CONF))
+    ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "validation"))
+    add_tracking(ap, "validation")
+    add_quiet(ap)
+    return ap
+
+
+@guard("simllm-validate")
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

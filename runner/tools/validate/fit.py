@@ -1,0 +1,214 @@
+"""``--fit`` and ``--half-split``: ONE calibration fitted to all expressible rows at once
+(``engine.calibration.solve.least_squares_fit``, the project's one fitter), written as
+conf/calibration/NAME.yaml and each fitted profile's step overhead."""
+
+import datetime as _dt
+import math
+import re
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from runner.tools.validate.cases import GROUPS, Case
+from runner.tools.validate.predict import Runner
+from runner.tools.validate.report import summarize
+
+
+#: Parameters ``--fit`` adjusts (one value each for the whole set), their bounds and the unit the
+#: optimiser sees (so that a 1 % finite-difference step means something for each).
+FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficiency": (0.3, 1.0, "log"),
+              "comm_efficiency": (0.1, 1.0, "log"), "step_overhead_s": (0.0, 0.01, 1e-3),
+              "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
+#: A serving framework's host time per iteration beyond the common baseline (scheduler, input
+#: preparation: vLLM V0 and SGLang 0.4 spend milliseconds more than CUDA-graphed engines) is the
+#: framework's, not the hardware's: ``--fit`` fits the calibration's step overhead (the baseline,
+#: pinned by the neutral ``generic`` profile's rows too) plus one ``framework.<profile>.
+#: step_overhead_s`` on top of it per named profile with at least this many fitted rows, on all
+#: of that profile's rows at once; other profiles keep their value, ``generic`` stays neutral.
+MIN_FRAMEWORK_ROWS = 3
+FRAMEWORK_STEP = (0.0, 0.02, 1e-3)
+
+
+def fit_space(use: list) -> dict:
+    """The parameters ``--fit`` moves for these rows: FIT_PARAMS plus
+    ``framework.<profile>.step_overhead_s`` per named profile (not generic) with enough rows."""
+    space = dict(FIT_PARAMS)
+    rows = Counter(c.framework for c in use)
+    for fw, n in sorted(rows.items()):
+        if fw and fw != "generic" and n >= MIN_FRAMEWORK_ROWS:
+            space[f"framework.{fw}.step_overhead_s"] = FRAMEWORK_STEP
+    return space
+
+
+def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: int = 40, log=print,
+                    polish: int = 0):
+    """One calibration for all expressible rows: least_squares (soft-L1, f_scale 0.1) on the log
+    of predicted / measured, each metric weighted to the same total; returns (params, scipy
+    result, which also carries ``fit``: the ``engine.calibration.solve`` result with each
+    coordinate's 95 % range and identifiability). Efficiencies move in log space, the overheads in
+    ms (per token: in 10 us). The least squares is the project's one fitter
+    (``engine.calibration.solve.least_squares_fit``, the one ``simllm-calibrate`` uses)."""
+    from engine.calibration.solve import least_squares_fit
+
+    # MLPerf server rows are a bisection on the rate (a step function of the parameters, and a
+    # dozen DES runs each): evaluated and reported, not fitted
+    use = [c for c in cases if not c.skip and not c.server]
+    space = fit_space(use)
+    names = list(space)
+
+    def enc(k, v):
+        unit = space[k][2]
+        return math.log(v) if unit == "log" else v / unit
+
+    def dec(u):
+        return {k: float(np.exp(v)) if space[k][2] == "log" else float(v) * space[k][2]
+                for k, v in zip(names, u)}
+
+    # each metric (TTFT, TPOT, throughput) weighs the same in total, however many rows it has
+    count = {g: sum(1 for c in use if c.metric == g) for g in GROUPS}
+    weight = np.array([math.sqrt(len(use) / (len(GROUPS) * count[c.metric])) for c in use])
+
+    def resid(u):
+        p = dec(u)
+        r = []
+        for c in use:
+            v = runner.predict(c, p)
+            r.append(math.log(v / c.measured) if v > 0 and math.isfinite(v) else 3.0)
+        r = np.array(r)
+        med = {g: np.median(np.abs([x for x, c in zip(r, use) if c.metric == g])) for g in GROUPS if count[g]}
+        log(f"  fit: {', '.join(f'{k}={v:.4g}' for k, v in p.items())}  median |log err| "
+            + ", ".join(f"{g} {v:.3f}" for g, v in med.items()))
+        return weight * r
+
+    lo = np.array([enc(k, space[k][0]) if space[k][2] != "log" or space[k][0] > 0 else 0.0
+                   for k in names])
+    hi = np.array([enc(k, space[k][1]) for k in names])
+    for k in names:   # a profile's current value (its YAML) starts its own step overhead
+        if k.startswith("framework.") and k not in start:
+            c0 = next(c for c in use if c.framework == k.split(".")[1])
+            start[k] = runner.specs(c0)[0].framework.step_overhead_s or 0.5e-3
+    u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
+    fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.1, diff_step=0.01,
+                            max_nfev=max_nfev)
+    sol = fit.sol
+    sol.fit = fit
+    if polish:
+        # the reported figure is the median |error| per metric: polish on the mean of the three
+        # medians (piecewise in the parameters, so Nelder-Mead), from the least-squares solution
+        from scipy.optimize import minimize
+
+        groups = np.array([c.metric for c in use])
+
+        def medians(u):
+            r = np.abs(resid(np.clip(u, lo, hi)) / weight)
+            return float(np.mean([np.median(r[groups == g]) for g in GROUPS if count[g]]))
+
+        simplex = np.vstack([sol.x] + [sol.x + np.where(np.arange(len(names)) == i,
+                                                        0.1 * np.maximum(np.abs(sol.x), 0.5), 0.0)
+                                       for i in range(len(names))])
+        nm = minimize(medians, sol.x, method="Nelder-Mead",
+                      options={"initial_simplex": simplex, "maxfev": polish, "xatol": 1e-3, "fatol": 1e-4})
+        if nm.fun < medians(sol.x):
+            sol.x = np.clip(nm.x, lo, hi)
+    return dec(sol.x), sol
+
+
+def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict, cases: list[Case],
+                base_cfg) -> str:
+    """The fitted calibration as conf/calibration/NAME.yaml (``runner.calibration_yaml``: one
+    layout, paths relative to the project); the kernel backend as composed (``--set``)."""
+    from runner.calibration_yaml import calibration_yaml_text, display
+
+    c = base_cfg.calibration
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    err = "; ".join(f"{g} median {s['median_abs_error']:.1%} / max {s['max_abs_error']:.1%} (n={s['n']})"
+                    for g, s in summary.items() if s["n"])
+    n = sum(1 for x in cases if not x.skip and not x.server)
+    fws = sorted(k.split(".")[1] for k in params if k.startswith("framework."))
+    header = [f"Default calibration: ONE set of factors fitted by `simllm-validate --fit {name}` ({date}) to all",
+              f"{n} fittable rows of {csv_path.name} at once (never per row or model; host time per iteration",
+              f"per framework profile on all of that profile's rows: {', '.join(fws) or 'none'}):",
+              "least_squares, soft-L1 on log(predicted / measured). Error it reaches (|predicted / measured - 1|):",
+              f"  {err}",
+              "Noise stays off: the dev set publishes medians and means, no tails to fit a jump diffusion to."]
+    prov = (f"simllm-validate --fit on {display(csv_path)} (sha256 {sha}); {n} rows (TTFT, TPOT,\n"
+            "throughput; analytical batch-1/static-batch rows, DES offline and serving rows; MLPerf\n"
+            f"server rows evaluated, not fitted); kernels={c.kernels}; memory reserve and KV fraction as\n"
+            "the seed document (not fitted). Error reached: " + err)
+    step = ("fitted: per iteration, every framework (profiles add their own: conf/framework/*.yaml)"
+            if fws else "fitted: per iteration (scheduler)")
+    fields = [("compute_efficiency", f"{params['compute_efficiency']:.4f}", "fitted (roofline-priced operators)"),
+              ("memory_bandwidth_efficiency", f"{params['memory_bandwidth_efficiency']:.4f}", "fitted"),
+              ("comm_efficiency", f"{params['comm_efficiency']:.4f}", "fitted"),
+              ("memory_reserve", c.memory_reserve, "CUDA context, allocator and framework buffers"),
+              ("kv_usable_fraction", c.kv_usable_fraction, ""),
+              ("step_overhead", f"{params['step_overhead_s'] * 1e6:.1f} us", step),
+              ("per_token_overhead", f"{params['per_token_overhead_s'] * 1e6:.2f} us",
+               "fitted: per sequence per step (sampling, detokenise)"),
+              ("per_request_overhead", f"{params['per_request_overhead_s'] * 1e6:.1f} us",
+               "fitted: once per request (tokenise, admit, respond)"),
+              ("launch_overhead", c.get("launch_overhead", "0 us"), "per forward pass; not fitted"),
+              ("kernels", c.kernels, "operator prices: roofline | measured | transfer | anchored | auto"),
+              ("transfer_exclude", list(c.get("transfer_exclude") or []),
+               "kernel table sets the transfer curves are fitted without")]
+    return calibration_yaml_text(name, header, prov, fields)
+
+
+def write_framework_steps(conf_dir: Path, params: dict, csv_path: Path, cases: list[Case]) -> list:
+    """Set each fitted profile's ``step_overhead`` line in conf_dir/framework/NAME.yaml to its
+    fitted value (the rest of the file untouched); returns the paths written."""
+    out = []
+    for k, v in sorted(params.items()):
+        if not k.startswith("framework."):
+            continue
+        fw = k.split(".")[1]
+        path = Path(conf_dir) / "framework" / f"{fw}.yaml"
+        n = sum(1 for c in cases if c.framework == fw and not c.skip and not c.server)
+        line = (f"step_overhead: {v * 1e6:.1f} us   # on top of the calibration's; fitted by simllm-validate "
+                f"--fit on all {n} rows of this profile in {csv_path.name}")
+        text = path.read_text()
+        new = re.sub(r"(?m)^step_overhead:.*$", line, text, count=1)
+        if new == text and not re.search(r"(?m)^step_overhead:", text):
+            new = text.rstrip("\n") + "\n" + line + "\n"
+        path.write_text(new)
+        out.append(path)
+    return out
+
+
+
+def half_split(runner: Runner, cases: list[Case], args) -> dict:
+    """Fit one calibration on every other predictable row (sorted by id: rows 0, 2, 4, ...) with
+    the ``--fit`` machinery, then report median |error| on that half and on the held-out half.
+    The fit starts from the composed calibration (``--calibration``, ``--set``): start it away from
+    a calibration fitted on all rows, or the held-out half is not held out."""
+    use = sorted((c for c in cases if not c.skip and math.isfinite(c.predicted)), key=lambda c: c.id)
+    fit_half, held = use[0::2], use[1::2]
+    # MLPerf server rows come from a bisection on the rate: a step function of the parameters that
+    # finite differences cannot follow; they are evaluated, not fitted
+    fit_rows = [c for c in fit_half if not c.server]
+    cal = runner.specs(use[0])[0].calibration
+    start = {k: getattr(cal, k) for k in FIT_PARAMS}
+    fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
+    fit_runner._specs = runner._specs
+    params, _ = fit_calibration(fit_runner, fit_rows, start, max_nfev=args.max_nfev, polish=args.polish,
+                                log=lambda *a: print(*a, file=sys.stderr, flush=True))
+
+    def errs(rows):
+        out = []
+        for c in rows:
+            v = runner.predict(c, params)
+            out.append(replace(c, predicted=v))
+        return summarize(out)
+
+    fit_s, held_s = errs(fit_half), errs(held)
+    lines = ["", f"half split: fitted on {len(fit_rows)} rows (every other by id, MLPerf server rows left out), "
+                 f"evaluated on those ({len(fit_half)} with server rows) and on the other {len(held)}:",
+             "  fitted " + ", ".join(f"{k}={v:.4g}" for k, v in params.items())]
+    for g in GROUPS:
+        if fit_s[g]["n"] or held_s[g]["n"]:
+            lines.append(f"  {g:<10} fit half median |error| {fit_s[g]['median_abs_error']:.1%} (n={fit_s[g]['n']})"
+                         f"   held-out half {held_s[g]['median_abs_error']:.1%} (n={held_s[g]['n']})")
+    return {"params": params, "fit": fit_s, "held_out": held_s, "text": "\n".join(lines) + "\n"}
