@@ -23,7 +23,8 @@ from pathlib import Path
 
 from engine.errors import SpecError
 from runner.calibration_yaml import calibration_yaml_text, display, write_calibration_yaml
-from runner.tools.cli import add_quiet, count_type as _count, guard, positive_type as _positive
+from runner.tools.cli import (add_quiet, add_tracking, count_type as _count, guard, log_run,
+                              positive_type as _positive, text_table as _table)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -75,6 +76,7 @@ def _pinned(name: str, fit) -> str:
 
 
 def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
+    errs = error_table(fit, measured)
     out = [f"# Calibration {name}", "",
            f"Data: `{display(m.path)}` ({m.format}, {len(m)} requests, sha256 `{m.sha256}`)", "",
            f"Deployment: {deployment}", "",
@@ -85,24 +87,23 @@ def markdown(name: str, m, fit, measured: dict, deployment: str) -> str:
            "95 % range: from the Jacobian of the last stage that fitted the parameter "
            "(covariance s^2 (J^T J)^-1, engine/calibration/solve.py); *not pinned*: the data cannot "
            "determine it (range too wide or a flat direction), so its value is the start's or arbitrary.", "",
-           "| parameter | start | fitted | 95 % range | pinned by the data |", "|---|---:|---:|---|---|"]
-    for k, v in fit.params.items():
-        out.append(f"| {k} | {_fmt_value(k, fit.start[k])} | {_fmt_value(k, v)} | {_fmt_range(k, fit)} |"
-                   f" {_pinned(k, fit)} |")
+           _table({"parameter": list(fit.params), "start": [_fmt_value(k, fit.start[k]) for k in fit.params],
+                   "fitted": [_fmt_value(k, v) for k, v in fit.params.items()],
+                   "95 % range": [_fmt_range(k, fit) for k in fit.params],
+                   "pinned by the data": [_pinned(k, fit) for k in fit.params]})]
     loose = [k for k, r in fit.ranges.items() if not r[3]]
     if loose:
         out += ["", f"The data cannot pin: {', '.join(loose)} (see the range column)."]
     out += ["", "## Error against the measurement (simulated / measured - 1)", "",
-            "| metric | measured ms | before | after |", "|---|---:|---:|---:|"]
-    for r in error_table(fit, measured):
-        out.append(f"| {r['metric']} | {r['measured']:.3f} | {_pct(r['before'])} | {_pct(r['after'])} |")
+            _table({"metric": [r["metric"] for r in errs], "measured ms": [f"{r['measured']:.3f}" for r in errs],
+                    "before": [_pct(r["before"]) for r in errs], "after": [_pct(r["after"]) for r in errs]})]
+    diag = fit.diagnosis
     out += ["", "## Diagnosis (from the fit: each parameter alone back at its start)", "",
-            "| parameter | symptom it explains | start -> fitted | error with it at start -> fitted |",
-            "|---|---|---|---|"]
-    for d in fit.diagnosis:
-        sf = "" if not math.isfinite(d["start"]) else \
-            f"{_fmt_value(d['parameter'], d['start'])} -> {_fmt_value(d['parameter'], d['fitted'])}"
-        out.append(f"| {d['parameter']} | {d['symptom']} | {sf} | {d['explains']} |")
+            _table({"parameter": [d["parameter"] for d in diag], "symptom it explains": [d["symptom"] for d in diag],
+                    "start -> fitted": ["" if not math.isfinite(d["start"]) else
+                                        f"{_fmt_value(d['parameter'], d['start'])} -> "
+                                        f"{_fmt_value(d['parameter'], d['fitted'])}" for d in diag],
+                    "error with it at start -> fitted": [d["explains"] for d in diag]})]
     if m.notes:
         out += ["", "Notes on the data: " + "; ".join(m.notes)]
     return "\n".join(out) + "\n"
@@ -244,32 +245,26 @@ def _run(args, steps) -> dict:
     (out / "fit.json").write_text(json.dumps(doc, indent=2, default=float))
     print(report)
     if not args.no_tracking:
-        from runner import tracking
-
         steps.step("logging to MLflow")
-        args.tracking_uri = args.tracking_uri or tracking.default_uri()
         summary = {f"err_before_{_key(k)}": v for k, v in fit.errors_before.items()}
         summary.update({f"err_after_{_key(k)}": v for k, v in fit.errors_after.items()})
         params = {**{k: v for k, v in fit.params.items()}, "data_path": m.path, "data_sha256": m.sha256,
                   "data_format": m.format, "deployment": deployment, "name": args.name}
-        try:
-            rid = tracking.log_job(args.tracking_uri, args.experiment, f"calibrate:{args.name}", params,
-                                   summary, {"simllm.kind": "calibration", "simllm.git_commit": commit},
-                                   out)
-            print(f"MLflow run {rid} ({args.tracking_uri}, experiment {args.experiment})")
-        except Exception as e:  # noqa: BLE001 - the files are written; tracking is best effort
-            print(f"simllm-calibrate: warning: MLflow logging failed ({e}); results are in {out}",
-                  file=sys.stderr)
+        log_run("simllm-calibrate", args, f"calibrate:{args.name}", params, summary,
+                {"simllm.kind": "calibration", "simllm.git_commit": commit}, out)
     return {"fit": fit, "report_dir": out, "measurement": m}
 
 
 def parser() -> argparse.ArgumentParser:
+    from engine.calibration.readers import FORMATS
+
     ap = argparse.ArgumentParser(prog="simllm-calibrate", description=__doc__.split("\n\n")[0])
     ap.add_argument("measurement", help="vLLM --save-result JSON, genai-perf profile_export.json, "
                                         "GuideLLM report JSON or CSV")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the deployment (hardware=..., model=...)")
     ap.add_argument("--name", required=True, help="writes conf/calibration/NAME.yaml")
-    ap.add_argument("--format", default="auto", choices=["auto", "vllm", "genai_perf", "guidellm", "csv"])
+    ap.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                    help="a registered reader (engine/calibration/readers/); auto: from the file's content")
     ap.add_argument("--input-len", type=_count(1), default=0, help="genai-perf: prompt tokens per request")
     ap.add_argument("--benchmark", type=_count(0), default=None,
                     help="GuideLLM: which benchmark of the report (genai-perf: which experiment)")
@@ -283,10 +278,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--conf-dir", default=str(CONF))
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "calibrations"))
     ap.add_argument("--force", action="store_true", help="overwrite existing YAMLs")
-    ap.add_argument("--no-tracking", action="store_true")
-    ap.add_argument("--tracking-uri", default=None,
-                    help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///outputs/mlflow.db)")
-    ap.add_argument("--experiment", default="calibration")
+    add_tracking(ap, "calibration")
     add_quiet(ap)
     return ap
 
