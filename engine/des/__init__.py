@@ -1,6 +1,6 @@
 """Discrete-event serving engine: request streams and benchmark-style clients, continuous batching
 by a scheduler strategy per serving framework (engine.des.schedulers), a paged KV pool with
-prefix caching and preemption (engine.des.kv_pool), replicas behind a router, per-request
+prefix caching and preemption (engine.des.kv), replicas behind a router, per-request
 TTFT/TPOT distributions.
 
 ``run(specs) -> RunResult`` and ``simulate(specs) -> SimResult`` (adds the raw state and the

@@ -16,7 +16,7 @@ from engine.analytical.step import StepModel
 from engine.des import extras
 from engine.des.config import DesSpec
 from engine.des.fleet import cache_factory, pool_size
-from engine.des.kv_cache import KvCapacity, kv_capacity
+from engine.des.kv import KvCapacity, kv_capacity
 from engine.des.noise import make_noise
 from engine.des.pricing import step_functions, swap_s_per_token
 from engine.des.replica import Replica
@@ -33,7 +33,7 @@ class Assembly:
     specs: Specs
     des: DesSpec
     stream: RequestStream
-    cap: KvCapacity          # engine.des.kv_cache.kv_capacity of one replica
+    cap: KvCapacity          # engine.des.kv.kv_capacity of one replica
     blocks: int              # KV blocks per replica (0 or less: the deployment does not fit)
     n_rep: int               # replicas serving at the start (des.replicas or partition.dp)
     sm: StepModel

@@ -49,7 +49,7 @@ def attach(specs, des, sm, noise, reps, st) -> dict:
 
 
 def kv_blocks(specs, des, cap) -> int:
-    """KV blocks of a replica (``cap``: engine.des.kv_cache.kv_capacity) with a speculative
+    """KV blocks of a replica (``cap``: engine.des.kv.kv_capacity) with a speculative
     draft's weights and KV beside the target's (engine.analytical.specdec.draft_memory): the room
     less the draft weights x usable fraction, over target + draft KV bytes per token."""
     if specs.analytical.spec_decode.method == "none" or cap.tokens <= 0:

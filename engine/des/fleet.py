@@ -59,7 +59,7 @@ from itertools import islice
 
 import numpy as np
 
-from engine.des.kv_cache import PrefixCache
+from engine.des.kv import PrefixCache
 
 
 class Fleet:
@@ -531,7 +531,7 @@ class HeardCache(PrefixCache):
 def cache_factory(specs, des, stream):
     """A function building one replica's prefix cache (HBM only, or tiered), or None when
     prefix caching is off or the stream has no hashes."""
-    from engine.des.kv_cache import PrefixCache
+    from engine.des.kv import PrefixCache
     from engine.errors import SpecError
 
     if (des.kv_host_gb or des.kv_disk_gb) and not des.prefix_caching:
@@ -542,7 +542,7 @@ def cache_factory(specs, des, stream):
         return None
     ppe = max(1, stream.block_tokens // des.block_size)
     if des.kv_host_gb or des.kv_disk_gb:
-        from engine.des.tiers import TieredPrefixCache, tier_setup
+        from engine.des.kv import TieredPrefixCache, tier_setup
 
         tiers = tier_setup(specs, des, stream.block_tokens)
         return lambda: TieredPrefixCache(ppe, *tiers)

@@ -10,7 +10,7 @@ A decoding sequence with ``ctx`` cached tokens attends c = ctx + 1 positions in 
 
 Schedulers: strategy classes in engine.des.schedulers (registered by name; ``DesSpec.scheduler``,
 default from the framework profile) decide each iteration; block accounting, the prefix cache and
-swap traffic live in engine.des.kv_pool.KvPool. A planned iteration is a ``MixedRun`` (one
+swap traffic live in engine.des.kv.KvPool. A planned iteration is a ``MixedRun`` (one
 iteration: prompt chunks, maybe with decodes) or a ``DecodeRun`` (k pure decode steps).
 Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
 its blocks are freed and it re-enters the front of the queue; on re-admission its prompt and the
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.des.config import DesSpec
-from engine.des.kv_cache import PrefixCache
-from engine.des.kv_pool import KvPool
+from engine.des.kv import PrefixCache
+from engine.des.kv import KvPool
 from engine.des.schedulers import make as make_scheduler
 from engine.des.state import State
 

@@ -1,7 +1,7 @@
 """Analytical pruning and ordering of candidates from the step model (no simulation).
 
 Everything here prices passes with ``engine.analytical.step.StepModel`` (the pass price the DES
-uses per iteration) and sizes the KV cache with ``engine.des.kv_cache.kv_capacity`` (the one
+uses per iteration) and sizes the KV cache with ``engine.des.kv.kv_capacity`` (the one
 footprint both engines use). Lengths come from the request stream itself (``lengths``).
 
 1. Memory fit: a replica with no KV blocks left after weights and activations cannot serve.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.analytical.step import StepModel
-from engine.des.kv_cache import kv_capacity
+from engine.des.kv import kv_capacity
 from engine.des.schedulers import traits as scheduler_traits
 from engine.spec import Specs
 

@@ -151,7 +151,7 @@ class DesSpec:
         the load drains); throughput counts the completions inside that window over its length.
         The per-request table keeps every request (column ``measured`` marks the window).
 
-    Cluster scale (engine.des.fleet, engine.des.tiers, engine.des.sessions; all off by default):
+    Cluster scale (engine.des.fleet, engine.des.kv.tiers, engine.des.sessions; all off by default):
     arrival_dist: none | poisson | gamma | weibull: the open-loop stream's gaps drawn again from
         that law with the stream's mean gap and coefficient of variation arrival_cv
         (engine.des.workload.arrivals), before the traffic shape;

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from engine.des import simulate
-from engine.des.kv_cache import PrefixCache
+from engine.des.kv import PrefixCache
 from engine.des.metrics import jain_index, priority_inversions
 from engine.des.sessions import sessionize, shape_arrivals
-from engine.des.tiers import TieredPrefixCache, tier_setup
+from engine.des.kv import TieredPrefixCache, tier_setup
 from engine.des.workload import RequestStream
 from engine.errors import SpecError
 from engine.spec import DesSpec

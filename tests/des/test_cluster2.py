@@ -243,7 +243,7 @@ def _fleet(index, caches, total=8):
 @pytest.mark.parametrize("index, expect", [("routed", {0: 3}), ("events", {})])
 def test_events_index_forgets_what_the_replica_evicted(index, expect):
     from engine.des.fleet import HeardCache
-    from engine.des.kv_cache import PrefixCache
+    from engine.des.kv import PrefixCache
 
     cls = HeardCache if index == "events" else PrefixCache
     f, (r0, r1) = _fleet(index, [cls(1), cls(1)])
@@ -259,7 +259,7 @@ def test_events_index_forgets_what_the_replica_evicted(index, expect):
 
 
 def test_lru_index_keeps_at_most_the_replica_cache_size():
-    from engine.des.kv_cache import PrefixCache
+    from engine.des.kv import PrefixCache
 
     # replica 0 holds 4 one-page entries (4 KV blocks / 1 page per entry): after routing blocks
     # 1, 2, 3 then 10, 11 there, the least recently routed (1) is forgotten
@@ -283,7 +283,7 @@ def test_prefix_index_runs_end_to_end(specs_with):
 
 
 def test_tiered_cache_reports_only_what_leaves_the_last_tier():
-    from engine.des.tiers import TieredPrefixCache
+    from engine.des.kv import TieredPrefixCache
 
     pc = TieredPrefixCache(1, 1, 0, 0.0, 0.0)     # HBM, then a one-entry host tier, no disk
     gone = []

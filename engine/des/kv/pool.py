@@ -5,7 +5,7 @@ Block accounting (vLLM's BlockSpaceManager / KVCacheManager in closed form): the
 entry holds. Admission keeps ``watermark`` x total blocks free (vLLM V0's watermark; 0 in the
 profiles whose schedulers have none). Blocks held by unpinned prefix-cache entries are
 ``evictable``: they count as available and are evicted least-recently-used first when a sequence
-needs them (engine.des.kv_cache.PrefixCache). Which sequence holds how many blocks stays in the
+needs them (engine.des.kv.prefix.PrefixCache). Which sequence holds how many blocks stays in the
 replica's slot arrays; the pool only moves counts.
 
 Swap (preemption=swap): a preempted decoding sequence's KV goes to host memory and comes back on
@@ -14,7 +14,7 @@ host link); the transfer time accumulates in ``pending_s`` and is added to the n
 (vLLM swaps between iterations).
 """
 
-from engine.des.kv_cache import PrefixCache
+from engine.des.kv.prefix import PrefixCache
 
 
 class KvPool:

@@ -1,7 +1,7 @@
 """KV offload tiers below HBM for the prefix cache: host DRAM, then local disk (LMCache / vLLM
 KV-offload style), LRU eviction down the tiers.
 
-The HBM tier is engine.des.kv_cache.PrefixCache (pinned entries in use, unpinned ones in LRU
+The HBM tier is engine.des.kv.prefix.PrefixCache (pinned entries in use, unpinned ones in LRU
 order). With tiers, an HBM entry evicted for space moves to the host tier (most recently used
 there); when the host tier is full its least recently used entry moves to disk; when the disk is
 full its least recently used entry is dropped. A lookup (``match``) counts leading prefix blocks
@@ -20,7 +20,7 @@ Per-tier hit tokens are counted at a request's first admission (``hit_tokens``: 
 
 from collections import OrderedDict
 
-from engine.des.kv_cache import PrefixCache
+from engine.des.kv.prefix import PrefixCache
 
 
 class TieredPrefixCache(PrefixCache):
