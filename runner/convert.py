@@ -57,18 +57,19 @@ def resolved_config(cfg: DictConfig) -> DictConfig:
     - ``model.hf_config``: the JSON's architecture fields and name replace the option's
       (``engine.ingest.hf_config.apply_hf_config``, the same mapping ``model_spec`` applies), and
       ``model.source`` names the JSON;
-    - a vendor spelling of a draft model (``Meta-Llama-3.1-8B``) becomes its conf/model option.
+    - a vendor spelling of a draft model (``Meta-Llama-3.1-8B``) becomes its conf/model option;
+    - a moved key (``calibration.kernels``) stands at its new place (``renamed``).
 
     Returns ``cfg`` itself when nothing changes, else a changed copy (``cfg`` is left alone: a
     sweeper may share it between jobs). Raises SpecError for an unreadable config.json."""
-    out = cfg
+    out = renamed(cfg)
     hf = OmegaConf.select(cfg, "model.hf_config")
     if hf:
         from engine.ingest.hf_config import apply_hf_config
 
         model = apply_hf_config(OmegaConf.to_container(cfg.model, resolve=True), hf)
         model["source"] = str(hf)
-        out = copy.deepcopy(cfg)
+        out = copy.deepcopy(cfg) if out is cfg else out
         for k, v in model.items():
             if k in out.model and out.model[k] != v:
                 out.model[k] = v
@@ -213,9 +214,37 @@ def noise_spec(cfg: DictConfig) -> NoiseSpec:
     return from_mapping(NoiseSpec, OmegaConf.to_container(n, resolve=True), "calibration.noise")
 
 
+#: Old keys already reported in this process (``renamed``).
+_SAID: set = set()
+
+
+def renamed(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with the values of moved keys (runner.schema.RENAMED: ``calibration.kernels`` ->
+    ``calibration.cost.backend``, ...) at their new place and the old keys null; a one-line
+    deprecation line on stderr per old key given (once per process). An old key, when given, wins over the new one's default.
+    Returns ``cfg`` itself when no old key is set, else a changed copy."""
+    import sys
+
+    from runner.schema import RENAMED
+
+    out = cfg
+    for old, new in RENAMED.items():
+        value = OmegaConf.select(cfg, old)
+        if value is None:
+            continue
+        if old not in _SAID:      # one line per old key per process (a sweep converts many jobs)
+            _SAID.add(old)
+            print(f"simllm: {old} is deprecated, use {new} (taken as {new}={value})", file=sys.stderr)
+        out = copy.deepcopy(cfg) if out is cfg else out
+        OmegaConf.update(out, new, value, merge=False)
+        OmegaConf.update(out, old, None)
+    return out
+
+
 def calibration_spec(cfg: DictConfig) -> CalibrationSpec:
-    """``calibration`` (with its ``noise``) -> CalibrationSpec by its field metadata."""
-    return from_mapping(CalibrationSpec, OmegaConf.to_container(cfg.calibration, resolve=True),
+    """``calibration`` (with its ``noise`` and ``cost``; old keys moved by ``renamed``) ->
+    CalibrationSpec by its field metadata."""
+    return from_mapping(CalibrationSpec, OmegaConf.to_container(renamed(cfg).calibration, resolve=True),
                         "calibration")
 
 

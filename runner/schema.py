@@ -54,6 +54,14 @@ WorkloadSchema = schema_of(WorkloadSpec, "WorkloadSchema", (("name", str, "custo
 NoiseSchema = schema_of(NoiseSpec)
 
 
+#: Config keys that moved, old -> new (full keys). The old ones are still accepted, on the command
+#: line and in YAML, with a one-line deprecation message; ``runner.convert`` moves their values.
+#: The operator-cost switch and its exclusions became ``calibration.cost`` (CostSpec).
+RENAMED = {"calibration.kernels": "calibration.cost.backend",
+           "calibration.transfer_exclude": "calibration.cost.transfer_exclude"}
+
+#: CalibrationSpec's fields, its ``cost`` sub-node among them, and its CONFIG_EXTRA: provenance and
+#: the old keys of RENAMED (null = not given).
 CalibrationSchema = schema_of(CalibrationSpec)
 
 

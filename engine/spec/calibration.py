@@ -1,12 +1,13 @@
 """CalibrationSpec: the fitted factors between spec-sheet peaks and what software attains."""
 
 from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from engine.spec._check import fraction, non_negative, one_of
 from engine.spec.meta import param
 
 JUMP_DISTS = ("fixed", "exponential", "lognormal")
-#: Operator-cost backends (``CalibrationSpec.kernels``).
+#: Operator-cost backends (``CostSpec.backend``; engine.cost.registry.BACKENDS holds one factory each).
 KERNEL_BACKENDS = ("roofline", "measured", "transfer", "anchored", "auto")
 
 
@@ -56,6 +57,33 @@ class NoiseSpec:
 
 
 @dataclass(frozen=True)
+class CostSpec:
+    """How an operator's time is priced (``calibration.cost``; engine.cost.registry).
+
+    backend: roofline (peak x the calibration's efficiencies, in closed form), measured (the chip's
+        measured kernel tables for the framework's ``kernel_tables``), transfer (curves learned on
+        the measured chips applied to this chip's spec-sheet peaks), anchored (the nearest measured
+        chip's tables scaled by the transfer curves' ratio between the two chips), auto (measured
+        when the chip has tables, else transfer; roofline when the framework names no kernel tables);
+    transfer_exclude: measured table sets (e.g. "h100_sxm") the transfer curves are fitted
+        without - to validate the transfer on a chip whose tables are held out.
+
+    A sub-node of the calibration, not a group of its own: the efficiencies and overheads of a
+    calibration were fitted under one backend (conf/calibration/default.yaml: auto) and mean
+    nothing under another, so the two travel together. Defaults live in ``conf/calibration/``.
+    """
+
+    backend: str = "roofline"
+    transfer_exclude: tuple = param((), config_type=list)
+
+    _group = "calibration.cost"
+
+    def __post_init__(self):
+        object.__setattr__(self, "transfer_exclude", tuple(self.transfer_exclude))
+        one_of(self._group, "backend", self.backend, KERNEL_BACKENDS)
+
+
+@dataclass(frozen=True)
 class CalibrationSpec:
     """Efficiencies (fractions of peak) and memory-accounting factors.
 
@@ -69,14 +97,8 @@ class CalibrationSpec:
         (kept apart from the scheduler so each can be set; the step model adds both per pass);
     per_token_overhead_s: per sequence per step that emits a token (sampling, detokenisation);
     per_request_overhead_s: once per request (tokenisation, admission, response).
-    kernels: how an operator's time is priced (``engine.analytical.kernels``): roofline (peak x
-        the efficiencies above), measured (the chip's measured kernel tables for the framework's
-        ``kernel_tables``), transfer (curves learned on the measured chips applied to this chip's
-        spec-sheet peaks), anchored (the nearest measured chip's tables scaled by the transfer
-        curves' ratio between the two chips), auto (measured when the chip has tables, else
-        transfer; roofline when the framework names no kernel tables);
-    transfer_exclude: measured table sets (e.g. "h100_sxm") the transfer curves are fitted
-        without - to validate the transfer on a chip whose tables are held out.
+    cost: the operator-cost backend and its transfer exclusions (``CostSpec``; read as
+        ``kernels`` and ``transfer_exclude``, the names these had before the sub-node);
     Defaults live in ``conf/calibration/``, never here.
     """
 
@@ -93,12 +115,13 @@ class CalibrationSpec:
                                           required=True, range=(0.0, 10.0))
     launch_overhead_s: float = param(0.0, key="launch_overhead", unit="us", zero=True, range=(0.0, 1.0))
     name: str = param("calibration", required=True)
-    kernels: str = "roofline"
-    transfer_exclude: tuple = param((), config_type=list)
+    cost: CostSpec = field(default_factory=CostSpec)  # operator-cost backend (engine.cost.registry)
     noise: NoiseSpec = field(default_factory=NoiseSpec)  # step-time jitter and jumps (DES only)
 
-    #: Config-only keys (conf/calibration/*.yaml): where the factors came from.
-    CONFIG_EXTRA = (("provenance", str, ""),)
+    #: Config-only keys (conf/calibration/*.yaml): where the factors came from; and the keys that
+    #: moved into ``cost`` (runner.schema.RENAMED), still accepted, null when not given.
+    CONFIG_EXTRA = (("provenance", str, ""), ("kernels", Optional[str], None),
+                    ("transfer_exclude", Optional[Any], None))
 
     _group = "calibration"
 
@@ -113,4 +136,13 @@ class CalibrationSpec:
         non_negative(g, "per_token_overhead", self.per_token_overhead_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_overhead_s, unit="s")
         non_negative(g, "launch_overhead", self.launch_overhead_s, unit="s")
-        one_of(g, "kernels", self.kernels, KERNEL_BACKENDS)
+
+    @property
+    def kernels(self) -> str:
+        """The operator-cost backend (``cost.backend``)."""
+        return self.cost.backend
+
+    @property
+    def transfer_exclude(self) -> tuple:
+        """Table sets the transfer curves are fitted without (``cost.transfer_exclude``)."""
+        return self.cost.transfer_exclude

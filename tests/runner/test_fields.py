@@ -35,7 +35,7 @@ def test_loader_converts_by_metadata():
             hw.sram_bytes) == (1e15, 80e9, 3.35e12, pytest.approx(2e-6), 0.0)
     cal = from_mapping(CalibrationSpec, {"name": "c", "compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.5,
                                          "comm_efficiency": 0.5, "memory_reserve": "2 GiB",
-                                         "kv_usable_fraction": 0.9, "transfer_exclude": ["h100_sxm"],
+                                         "kv_usable_fraction": 0.9, "cost": {"transfer_exclude": ["h100_sxm"]},
                                          "noise": {"jump_size": 30, "throttle_after": "2 min"}}, "calibration")
     assert cal.memory_reserve_bytes == 2 * 2**30 and cal.transfer_exclude == ("h100_sxm",)
     assert cal.noise.jump_mean_s == pytest.approx(0.030) and cal.noise.throttle_after_s == 120.0
