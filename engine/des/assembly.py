@@ -3,7 +3,7 @@ functions and the optional features, built from the specs. ``engine.des.run.simu
 a whole request stream) and ``engine.des.live.LiveEngine`` (requests one by one, an outside
 clock) both build through ``assemble``, so ``simllm-serve`` serves exactly the system that
 ``engine=des`` simulates: the same KV blocks (a speculative draft's weights and KV taken off,
-engine.des.extras.kv_blocks), prefix caching (HBM, tiered with kv_host_gb / kv_disk_gb),
+engine.des.kv.replica_blocks), prefix caching (HBM, tiered with kv_host_gb / kv_disk_gb),
 speculative decoding, the power model and its throttle, swap preemption.
 
 What a caller still owns: the request stream (``stream``; the live engine passes one of
@@ -13,10 +13,10 @@ What a caller still owns: the request stream (``stream``; the live engine passes
 from dataclasses import dataclass
 
 from engine.analytical.step import StepModel
-from engine.des import extras
+from engine.des import features
 from engine.des.config import DesSpec
 from engine.des.fleet import cache_factory, pool_size
-from engine.des.kv import KvCapacity, kv_capacity
+from engine.des.kv import KvCapacity, kv_capacity, replica_blocks
 from engine.des.noise import make_noise
 from engine.des.pricing import step_functions, swap_s_per_token
 from engine.des.replica import Replica
@@ -40,7 +40,7 @@ class Assembly:
     noise: object            # step-time noise hook or None
     st: State
     reps: list               # pool_size(des, n_rep) replicas (the autoscaler's ceiling)
-    feats: dict              # engine.des.extras.attach: speculation, power models
+    feats: dict              # engine.des.features.build: speculation, power models
     make_cache: object       # () -> a replica's prefix cache, or None (prefix caching off)
 
 
@@ -49,10 +49,10 @@ def assemble(specs: Specs, des: DesSpec, stream: RequestStream, noise=None) -> A
     from the memory left beside the weights and activations (``des.num_kv_blocks`` overrides;
     a speculative draft's share off), one prefix cache each when prefix caching is on, swap
     preemption's transfer rate, the step model with the calibration's noise (``noise`` replaces
-    it), and the enabled features attached (engine.des.extras.attach). Disaggregated pools: the
+    it), and the enabled features attached (engine.des.features.build). Disaggregated pools: the
     first ``prefill_replicas`` replicas get role ``prefill``, the others ``decode``."""
     cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-    blocks = des.num_kv_blocks or extras.kv_blocks(specs, des, cap)
+    blocks = des.num_kv_blocks or replica_blocks(specs, des, cap)
     n_rep = des.replicas or specs.partition.dp
     if des.prefill_replicas and des.prefill_replicas >= n_rep:
         raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
@@ -69,7 +69,7 @@ def assemble(specs: Specs, des: DesSpec, stream: RequestStream, noise=None) -> A
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
         if des.preemption == "swap":
             reps[-1].swap_s_per_token = swap_s_per_token(specs, des)
-    feats = extras.attach(specs, des, sm, noise, reps, st)
+    feats = features.build(specs, des, sm, noise, reps, st)
     if des.prefill_replicas:
         for r in reps[:des.prefill_replicas]:
             r.role = "prefill"

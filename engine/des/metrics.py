@@ -261,3 +261,11 @@ def saturation_time(ts: pl.DataFrame) -> float:
     if last - k < 2 or np.polyfit(t[k:], q[k:], 1)[0] <= 0:
         return float("nan")
     return float(t[k])
+
+
+def csv_table(table: pl.DataFrame) -> pl.DataFrame:
+    """The table as CSV can hold it: list columns (token times, ITLs) joined with ';'."""
+    lists = [c for c, t in table.schema.items() if isinstance(t, pl.List)]
+    if not lists:
+        return table
+    return table.with_columns([pl.col(c).cast(pl.List(pl.Utf8)).list.join(";") for c in lists])

@@ -1,48 +1,54 @@
-"""One serving replica: waiting queue, iteration-level scheduler, paged KV blocks, preemption.
+"""One serving replica: running slots that commit the plans of a scheduler policy.
 
 Running sequences live in slot arrays (structure of arrays, compacted to the first ``n`` slots):
     ctx     tokens whose KV is computed (the prompt prefix in the prefix cache included)
     left    output tokens still to emit
     pf      prompt (+ recompute) tokens still to prefill; 0 = decoding
     blocks  KV blocks the sequence owns (beyond its pinned prefix-cache entries)
+    adm     admission order; cached, nhit: prefix-cache tokens and hash blocks it holds pinned
 A decoding sequence with ``ctx`` cached tokens attends c = ctx + 1 positions in its next step
 (the token it just emitted included), reads c cached positions and writes one.
 
-Schedulers: strategy classes in engine.des.schedulers (registered by name; ``DesSpec.scheduler``,
-default from the framework profile) decide each iteration; block accounting, the prefix cache and
-swap traffic live in engine.des.kv.KvPool. A planned iteration is a ``MixedRun`` (one
-iteration: prompt chunks, maybe with decodes) or a ``DecodeRun`` (k pure decode steps).
+One iteration: ``plan(t)`` asks the scheduler policy (engine.des.schedulers) for a ``Plan`` and
+prices it: a ``MixedRun`` (one iteration of prompt chunks, maybe with decodes; ``mixed``) or a
+``DecodeRun`` (k pure decode steps, sized by the ``decoding`` slot: engine.des.features.decoding,
+or speculation); ``finish(t)`` commits it when it ends (tokens, KV blocks, first tokens, prefix
+cache entries, completions). Beside this file: the waiting queue and its policy
+(engine.des.queue), the KV-fit test, admission and preemption (engine.des.admission), the block
+pool and prefix cache (engine.des.kv). Optional features sit in three slots with null defaults
+(engine.des.features.base): ``decoding``, ``power``, ``hooks``.
+
 Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
 its blocks are freed and it re-enters the front of the queue; on re-admission its prompt and the
 tokens emitted so far are prefilled again; swap: its KV goes to host memory and back, the
-transfers added to the next iteration). Head-of-line blocking: the queue head that does not
-fit blocks the ones behind it, as in vLLM.
+transfers added to the next iteration).
 
 Roles (disaggregated serving): a "prefill" replica runs prompt iterations only and hands each
 finished prompt to the event loop (``handoffs``); a "decode" replica admits those with their KV
 already computed (``State.kv_ready``) and only decodes.
 
-Pure decode iterations are advanced many at a time: with B sequences and no admission possible,
-step j (0-based) has aggregates tokens = logits = B, attn_pairs = kv_read = sum(ctx + 1) + B j,
-so its time is ``StepModel.time`` of an arange; the run stops at the first completion, at the
-last step the free KV blocks allow, or early when a request arrives (``truncate``).
-
 CUDA-graph padding and the framework's host costs (per-iteration and per-token overheads, the
 front end's token ceiling) are priced by the step path (``StepModel``), the same for both engines.
 """
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
+from engine.des.admission import Admission
 from engine.des.config import DesSpec
-from engine.des.kv import PrefixCache
-from engine.des.kv import KvPool
+from engine.des.features.base import NO_FEATURE, NO_POWER
+from engine.des.features.decoding import PLAIN
+from engine.des.kv import KvPool, PrefixCache
+from engine.des.queue import KEYS, Queue
 from engine.des.schedulers import make as make_scheduler
 from engine.des.state import State
 
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
+
+
+def _no_preempt_hook(rep, s) -> None:
+    """The default ``on_preempt``: nobody listens."""
 
 
 @dataclass(slots=True)
@@ -56,7 +62,7 @@ class DecodeRun:
     at_completion: bool | None   # True: ends at a completion; None: truncated by an arrival
     steps: np.ndarray        # the k step times [s]
     emit: np.ndarray | None = None    # speculative: tokens each sequence emitted by step j (k x n)
-    busy: object = None               # roofline-busy part of the steps [s]: array or line (engine.des.power)
+    busy: object = None               # roofline-busy part of the steps [s]: array or line (features.power)
     energy: np.ndarray | None = None  # joules of each step (all devices of the replica)
     pstate: tuple | None = None       # power-limiter state after each step
 
@@ -71,14 +77,14 @@ class MixedRun:
     didx: np.ndarray | None
     used: int
     nd: int
-    busy: float = 0.0                 # roofline-busy part [s] (energy; engine.des.power)
+    busy: float = 0.0                 # roofline-busy part [s] (energy; features.power)
     energy: np.ndarray | None = None  # joules of the iteration (1 entry)
     pstate: tuple | None = None
     emit: np.ndarray | None = None    # speculative: tokens each of ``didx`` emits
 
 
-class Replica:
-    """One replica's queue, running slots and KV pool (see the module docstring)."""
+class Replica(Queue, Admission):
+    """One replica's running slots, queue and KV pool (see the module docstring)."""
 
     def __init__(self, idx: int, st: State, spec: DesSpec, total_blocks: int, step_time,
                  step_times, prefix: PrefixCache | None, block_tokens: int):
@@ -104,9 +110,9 @@ class Replica:
             setattr(self, name, self._ints[i])
         self.last = np.full(S, np.nan)
         self.n = 0
-        self.waiting: list = []
+        self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
-        self._policy = spec.queue_policy
+        self._key = KEYS[spec.queue_policy]
         self.run: DecodeRun | MixedRun | None = None
         self.version = 0
         self.plan_pending = False
@@ -118,23 +124,16 @@ class Replica:
         self.preemptions = 0
         self.timeline = [] if spec.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
-        # set by engine.des.run.simulate when enabled: speculative decoding
-        # (engine.des.speculation), device power (engine.des.power) with the roof functions
-        # that give each iteration's busy time, per-token timestamps (State.token_times)
-        self.specdec = None
-        self.power = None
-        self.roof_one = self.roof_run = self.roof_line = None
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
-        #: cluster features: queue heads that did not fit the KV blocks while others waited
-        #: behind them (head-of-line blocking detector); None when off
-        self.hol: set | None = set() if spec.cluster_features else None
-        self.hol_since: dict = {}     # blocked head -> when it first blocked (open episodes)
-        self.hol_s = 0.0              # closed episodes: seconds from first block to admission
-        self.hol_max_s = 0.0
-        self.on_preempt = None        # cluster decision trace: f(replica, victim slot) before it is freed
+        # feature slots with null defaults (engine.des.features.build fills them)
+        self.decoding = PLAIN         # plain decoding or speculation
+        self.power = NO_POWER         # device power, energy, TDP throttle
+        self.hooks = NO_FEATURE       # observers: token times, head-of-line detector, ...
+        self.hol_detector = None      # the HolDetector among the hooks (cluster features)
+        self.on_preempt = _no_preempt_hook   # cluster decision trace: f(replica, victim slot)
         self.t_plan = 0.0             # time of the plan in progress (stamps preemption decisions)
 
-    # the pool's figures under the names the event loop and the summary read
+    # the pool's figures under the names the event loop, the fleet and the summary read
     @property
     def prefix(self) -> PrefixCache | None:
         return self.kv.prefix
@@ -144,6 +143,10 @@ class Replica:
         return self.kv.total
 
     @property
+    def kv_load(self) -> float:
+        return self.kv.load
+
+    @property
     def swap_s_per_token(self) -> float:
         return self.kv.swap_s_per_token
 
@@ -151,30 +154,27 @@ class Replica:
     def swap_s_per_token(self, v: float) -> None:
         self.kv.swap_s_per_token = v
 
-    # ------------------------------------------------------------------ queue
+    # the head-of-line detector's figures (engine.des.fleet.results), None/empty when off
     @property
-    def outstanding(self) -> int:
-        return self.n + len(self.waiting)
+    def hol(self):
+        return self.hol_detector
 
     @property
-    def kv_load(self) -> float:
-        return self.kv.load
+    def hol_since(self) -> dict:
+        return self.hol_detector.since if self.hol_detector is not None else {}
 
-    def enqueue(self, rid: int, t: float) -> None:
-        st = self.st
-        self._seq += 1
-        if self._policy == "fcfs":
-            key = st.arrival[rid]
-        elif self._policy == "priority":
-            key = (int(st.priority[rid]), st.arrival[rid])
-        else:
-            key = int(st.prompt[rid])
-        heapq.heappush(self.waiting, (1, key, self._seq, rid))
+    @property
+    def hol_s(self) -> float:
+        return self.hol_detector.s if self.hol_detector is not None else 0.0
+
+    @property
+    def hol_max_s(self) -> float:
+        return self.hol_detector.max_s if self.hol_detector is not None else 0.0
 
     # ------------------------------------------------------------- planning
     def plan(self, t: float):
-        """Choose the next iteration (or run of decode iterations) at time ``t`` with the
-        scheduler strategy; return its end time, or None when there is nothing to do."""
+        """Plan the next iteration (or run of decode iterations) at ``t`` with the scheduler
+        policy and price it; return its end time, or None when there is nothing to do."""
         self.plan_pending = False
         self.t_plan = t
         p = self.sched.schedule(self, t)
@@ -182,181 +182,16 @@ class Replica:
             self.run = None
             return None
         if p.decode_run:
-            return self.decode_run(t)
+            return self.decoding.plan_run(self, t)
         return self.mixed(t, p.chunks, p.decodes)
 
-    # ------------------------------------------- what a scheduler policy reads and asks for
-    def any_prefilling(self) -> bool:
-        """Whether a running sequence still has prompt tokens to prefill."""
-        return bool(np.count_nonzero(self.pf[:self.n]))
-
-    def prefilling(self) -> list:
-        """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
-        admission first."""
-        n = self.n
-        part = np.flatnonzero(self.pf[:n] > 0)
-        if not len(part):
-            return []
-        part = part[np.argsort(self.adm[part], kind="stable")]
-        return [(int(s), int(self.pf[s])) for s in part.tolist()]
-
-    def reserve_decodes(self):
-        """Reserve the next token's KV block for every decoding sequence, preempting newest
-        first (``make_room``) when the pool lacks them; returns their slots, or None if none is
-        decoding."""
-        didx = np.flatnonzero(self.pf[:self.n] == 0)
-        if not len(didx):
-            return None
-        need = self.need(didx, 1)
-        if need > self.kv.avail():
-            self.make_room(1)
-            didx = np.flatnonzero(self.pf[:self.n] == 0)
-            if not len(didx):
-                return None
-            need = self.need(didx, 1)
-        self.kv.take(need)
-        own = self.ctx[didx] + 1 - self.cached[didx]
-        self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
-        return didx
-
-    def _reserve(self, prompt, output, cached, pf, seq):
-        """Tokens of KV a sequence needs at admission: prompt + all output (no-evict
-        reservation) or what it prefills now (``seq - 1`` when its KV arrives whole)."""
-        if self.reserves:
-            return prompt + output - cached
-        return pf if pf else seq - 1
-
-    def head_fits(self, rem, whole):
-        """Would the queue head be admitted now (KV blocks above the watermark; whole prompts:
-        within ``rem`` tokens)? Mirrors the first pass of ``admit`` with a busy batch."""
-        st, kv = self.st, self.kv
-        pc = kv.prefix
-        rid = self.waiting[0][3]
-        prompt = int(st.prompt[rid])
-        seq = prompt + int(st.emitted[rid])
-        extra = 0
-        if st.kv_ready[rid]:
-            pf, cached = 0, 0
-        else:
-            cached = 0
-            if pc is not None and st.hashes is not None and len(st.hashes[rid]):
-                nhit = pc.match(st.hashes[rid], min(seq - 1, prompt) // kv.bt)
-                cached = nhit * kv.bt
-                if nhit and pc.tiered:       # lower-tier hits need HBM pages to come back to
-                    extra = pc.lower(st.hashes[rid][:nhit])[0]
-            pf = seq - cached
-        reserve = self._reserve(prompt, int(st.output[rid]), cached, pf, seq)
-        if kv.avail() - (-(-reserve // self.bs)) - extra < kv.wm:
-            return False
-        return not (whole and pf > rem)
-
-    def admit(self, t, budget, whole, busy):
-        """Admit queue heads while slots, token budget and KV blocks (above the watermark) allow.
-        Returns [(slot, prefill chunk)]."""
-        st, kv, bs = self.st, self.kv, self.bs
-        pc = kv.prefix
-        out, used = [], 0
-        while self.waiting and self.n < self.max_seqs:
-            rid = self.waiting[0][3]
-            prompt = int(st.prompt[rid])
-            emitted = int(st.emitted[rid])
-            seq = prompt + emitted
-            nhit = 0
-            hashes = st.hashes[rid] if (pc is not None and st.hashes is not None) else None
-            if st.kv_ready[rid]:
-                # handed off by a prefill replica, or swapped out: its KV (all but the last
-                # emitted token) arrives whole
-                hashes, cached, pf = None, 0, 0
-            else:
-                if hashes is not None and len(hashes):
-                    nhit = pc.match(hashes, (min(seq - 1, prompt)) // kv.bt)
-                cached = nhit * kv.bt
-                pf = seq - cached
-            need = -(-self._reserve(prompt, int(st.output[rid]), cached, pf, seq) // bs)
-            low = None
-            if nhit and pc.tiered:
-                # prefix blocks in host/disk tiers: HBM pages to promote them, transfer time
-                low = pc.lower(hashes[:nhit])
-                if kv.avail() - need - low[0] < kv.wm:
-                    if self.hol is not None and len(self.waiting) > 1:
-                        self._hol_block(rid, t)
-                    break
-            elif kv.avail() - need < kv.wm:
-                if self.hol is not None and len(self.waiting) > 1:
-                    self._hol_block(rid, t)    # head-of-line: it blocks the requests queued behind
-                break
-            rem = budget - used
-            if not pf:
-                chunk = 0
-            elif whole:
-                if pf > rem and (out or busy):
-                    break
-                chunk = pf
-            else:
-                if rem <= 0:
-                    break
-                chunk = min(pf, rem)
-            heapq.heappop(self.waiting)
-            if self.hol_since:
-                self.hol_end(rid, t)
-            if st.swapped[rid]:       # swap-in before the next iteration
-                st.swapped[rid] = False
-                kv.swap_in(seq - 1)
-            if nhit:
-                kv.pin(hashes[:nhit])
-            if low is not None:
-                kv.take(low[0])            # the promoted entries' pages (held by the cache)
-                kv.pending_s += low[1]
-                if st.scheduled[rid] != st.scheduled[rid]:
-                    pc.hit_entries["host"] += low[2]
-                    pc.hit_entries["disk"] += low[3]
-                    pc.hit_entries["hbm"] += nhit - low[2] - low[3]
-            kv.take(need)
-            s = self.n
-            self.n += 1
-            self._seq += 1
-            self.rid[s], self.ctx[s], self.left[s], self.pf[s] = (rid, cached if pf else seq - 1,
-                                                                  int(st.output[rid]) - emitted, pf)
-            self.blocks[s], self.adm[s], self.cached[s], self.nhit[s] = need, self._seq, cached, nhit
-            self.last[s] = st.last_token[rid]
-            if st.scheduled[rid] != st.scheduled[rid]:  # NaN: first admission
-                st.scheduled[rid] = t
-                st.cached_tokens[rid] = cached
-                st.replica[rid] = self.idx
-                st.lookup_tokens += prompt
-                st.hit_tokens += cached
-            else:
-                st.recompute_tokens += pf
-                st.recomputed[rid] += pf
-            if pf:
-                out.append((s, chunk))
-                used += chunk
-        return out
-
-    def need(self, idx, k):
-        """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
-        own = self.ctx[idx] + k - self.cached[idx]
-        return int(np.maximum(0, -(-own // self.bs) - self.blocks[idx]).sum())
-
-    def make_room(self, k):
-        """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
-        while self.n:
-            idx = np.flatnonzero(self.pf[:self.n] == 0)
-            if self.need(idx, k) <= self.kv.avail():
-                return
-            self._preempt(int(np.argmax(self.adm[:self.n])))
-
-    def unreserve(self, idx):
-        """Give back blocks reserved beyond what the sequences ``idx`` hold now (a no-evict
-        reservation keeps them)."""
-        if not self.reserves:
-            newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
-            self.kv.give(int((self.blocks[idx] - newb).sum()))
-            self.blocks[idx] = newb
+    def decode_run(self, t):
+        """Plan k decode steps for all running sequences (all are decoding): the decoding slot's."""
+        return self.decoding.plan_run(self, t)
 
     def mixed(self, t, chunks, didx):
-        """One iteration: the decoding sequences ``didx`` (KV already reserved) plus the prompt
-        ``chunks``."""
+        """Price one iteration: the decoding sequences ``didx`` (KV already reserved) plus the
+        prompt ``chunks``."""
         if didx is not None:
             nd = len(didx)
             pd = int(self.ctx[didx].sum()) + nd
@@ -371,108 +206,13 @@ class Replica:
             if c == self.pf[s]:
                 logits += 1
         pieces = tuple(pieces)
-        emit = self._spec_emit(didx) if (self.specdec is not None and nd) else None
-        if emit is not None:      # the decodes speculate beside the prompt chunks
-            dt, busy = self.specdec.mixed_time(T, logits, pieces, nd, pd)
-        else:
-            dt = self.step_time(T, logits, pieces, nd, pd)
-            busy = 0.0
-            if self.power is not None:
-                busy = self.roof_one(T, logits, pieces, nd, pd)
-            if self.specdec is not None and pieces:     # the draft prefills the prompt chunks too
-                ex, eb = self.specdec.prefill_extra(T - nd, logits - nd, pieces)
-                dt += ex
-                busy += eb
+        emit = self.decoding.mixed_emit(self, didx) if nd else None
+        dt, busy = self.decoding.mixed_price(self, T, logits, pieces, nd, pd, emit)
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
-        energy = pstate = None
-        if self.power is not None and self.power.throttle:
-            x, energy, pstate = self.power.price(t, np.array([dt]), np.array([busy]))
-            dt = float(x[0])
+        dt, energy, pstate = self.power.price_one(t, dt, busy)
         self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate, emit)
         return t + dt
-
-    def _spec_emit(self, didx):
-        """Speculative decodes in an iteration with prompt chunks: tokens each of ``didx`` emits
-        (drawn, at most what it has left), with KV blocks for them + gamma lookahead taken; None
-        (one token each, no speculation) when the pool lacks those blocks."""
-        sp = self.specdec
-        a = np.minimum(sp.draw(1, len(didx))[0], self.left[didx])
-        newb = -(-(self.ctx[didx] + a + sp.gamma - self.cached[didx]) // self.bs)
-        need = int(np.maximum(newb - self.blocks[didx], 0).sum())
-        if need > self.kv.avail():
-            return None
-        if need:
-            self.kv.take(need)
-            self.blocks[didx] = np.maximum(self.blocks[didx], newb)
-        return a
-
-    def price_power(self, t, x, busy):
-        """Step times after the power limiter, energy per step, limiter state (engine.des.power);
-        (x, None, None) without a power model."""
-        if self.power is None or not self.power.throttle:
-            return x, None, None
-        return self.power.price(t, x, busy)
-
-    def decode_run(self, t):
-        """Plan k decode steps for all running sequences (all are decoding)."""
-        if self.specdec is not None:
-            return self.specdec.plan(self, t)
-        n = self.n
-        bs = self.bs
-        kv = self.kv
-        kmax = int(self.left[:n].min())
-        if kmax > self.max_run:
-            kmax = self.max_run
-        pc = kv.prefix
-        # blocks each sequence holds at the end of k more steps: ceil((ctx + k - cached) / bs)
-        newb = (self.ctx[:n] + (kmax + bs - 1) - self.cached[:n]) // bs
-        blk = self.blocks[:n]
-        if self.reserves:
-            need = int(np.maximum(newb - blk, 0).sum())
-        else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
-            need = int(newb.sum()) - (kv.used - (pc.pages if pc is not None else 0))
-        avail = kv.avail()
-        k = kmax
-        if need > avail:
-            self.make_room(1)
-            n = self.n
-            if not n:
-                return self.plan(t)
-            blk = self.blocks[:n]
-            own = self.ctx[:n] - self.cached[:n]
-            kmax = min(int(self.left[:n].min()), self.max_run)
-            avail = kv.avail()
-            lo, hi = 1, kmax + 1     # need(lo) fits, need(hi) does not
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if int(np.maximum(-(-(own + mid) // bs) - blk, 0).sum()) <= avail:
-                    lo = mid
-                else:
-                    hi = mid
-            k = lo
-            newb = -(-(own + k) // bs)
-            need = int(np.maximum(newb - blk, 0).sum())
-        if need:
-            kv.take(need)
-            np.maximum(blk, newb, out=blk)
-        # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        p0 = float(self.ctx[:n].sum() + n)
-        x = self.step_times(n, p0, k)
-        if kv.pending_s:            # swap transfers before the first step
-            x = x.copy()
-            x[0] += kv.take_pending()
-        busy = energy = pstate = None
-        if self.power is not None:
-            if self.power.throttle:
-                busy = self.roof_run(n, p0 + float(n) * np.arange(k, dtype=np.float64))
-                x, energy, pstate = self.power.price(t, x, busy)
-            else:       # a line, summed in closed form when the run ends
-                busy = self.roof_line(n, p0, k)
-        cum = np.cumsum(x)
-        self.run = DecodeRun(t, cum, k, kv.used, k == int(self.left[:n].min()), x, None, busy,
-                             energy, pstate)
-        return t + float(cum[-1])
 
     def truncate(self, t):
         """A request arrived at ``t`` during a decode run: end the run after the step in
@@ -488,7 +228,7 @@ class Replica:
                              cut(run.busy), cut(run.energy), run.pstate)
         return run.start + float(run.cum[j - 1])
 
-    # --------------------------------------------------------------- finish
+    # ------------------------------------------------------------------ commit
     def finish(self, t):
         """Apply the planned run that ends at ``t``; returns the completed request ids."""
         run, st = self.run, self.st
@@ -513,10 +253,8 @@ class Replica:
             if k > 1:
                 st.add_itl(x[1:], float(n))
             self.last[sl] = t
-            if st.token_times is not None:
-                self._token_times_run(t0 + cum, run.emit, n)
-            if self.power is not None:
-                st.energy_decode_j[self.rid[sl]] += self.power.account(run, True, t) / n
+            self.hooks.decode_run(self, t0 + cum, run.emit, n)
+            self.power.charge_run(self, run, t)
             st.decode_tokens += n * k if run.emit is None else int(tok.sum())
             if (run.at_completion is None or run.emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
@@ -544,20 +282,9 @@ class Replica:
                     st.spec_steps += nd
                     st.spec_tokens += ne
                     self.unreserve(didx)            # the lookahead blocks
-                if st.token_times is not None:
-                    for i, r in enumerate(self.rid[didx].tolist()):
-                        st.token_times[r].append(np.full(1 if em is None else int(em[i]), t))
-            if self.power is not None:      # shared by the iteration's tokens (q per verifying decode)
-                q = 1.0 if em is None else self.specdec.q
-                e_it = self.power.account(run, False, t)
-                n_tok = nd * q + sum(c for _, c in chunks)
-                # an iteration that moved no token (a disaggregated pool's KV hand-off step) keeps
-                # its energy in the device total only: no request to charge it to
-                e_tok = e_it / n_tok if n_tok > 0 else 0.0
-                if nd:
-                    st.energy_decode_j[self.rid[didx]] += e_tok * q
-                for s, c in chunks:
-                    st.energy_prefill_j[self.rid[s]] += e_tok * c
+            self.hooks.iteration(self, didx, em, t)
+            # shared by the iteration's tokens (q per verifying decode)
+            self.power.charge_iteration(self, run, t, 1.0 if em is None else self.decoding.q)
             prefill = 0
             maybe_done = didx is not None and self.left[didx].min() <= 0
             for s, c in chunks:
@@ -581,19 +308,6 @@ class Replica:
             return self._complete(t) if run.at_completion else ()
         return self._complete(t) if maybe_done else ()
 
-    def _token_times_run(self, times, emit, n):
-        """Per-token timestamps of a decode run: step j's tokens at ``times[j]`` (speculative:
-        each sequence's accepted tokens of step j all at ``times[j]``)."""
-        tt = self.st.token_times
-        rids = self.rid[:n].tolist()
-        if emit is None:
-            for r in rids:
-                tt[r].append(times)
-            return
-        per = np.diff(np.vstack([np.zeros((1, n), emit.dtype), emit]), axis=0)
-        for i, r in enumerate(rids):
-            tt[r].append(np.repeat(times, per[:, i]))
-
     def _emit_first(self, s, t):
         """A sequence finished its (re)prefill: it emits a token and its prompt's full prefix
         blocks join the prefix cache (pinned while it runs)."""
@@ -601,8 +315,7 @@ class Replica:
         rid = int(self.rid[s])
         self.left[s] -= 1
         st.tokens_out += 1
-        if st.token_times is not None:
-            st.token_times[rid].append(np.array([t]))
+        self.hooks.first_token(self, rid, t)
         if st.first_token[rid] != st.first_token[rid]:
             st.first_token[rid] = t
         elif self.last[s] == self.last[s]:
@@ -684,56 +397,7 @@ class Replica:
         self.n = m
         return rid.tolist()
 
-    def _preempt(self, s):
-        """Preempt slot ``s``: free its KV and requeue it at the front. Recompute: prefilled
-        again on re-admission. Swap (a decoding sequence, ``swap_s_per_token`` > 0): its KV goes
-        to host memory now and comes back on re-admission, each transfer added to the next
-        iteration (vLLM swaps between iterations)."""
-        st = self.st
-        rid = int(self.rid[s])
-        if self.on_preempt is not None:
-            self.on_preempt(self, s)
-        st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
-        st.last_token[rid] = self.last[s]
-        swap = bool(self.kv.swap_s_per_token) and self.pf[s] == 0
-        st.kv_ready[rid] = swap
-        st.swapped[rid] = swap
-        if swap:
-            self.kv.swap_out(int(self.ctx[s]))
-        st.preemptions[rid] += 1
-        self.preemptions += 1
-        self._remove(s)
-        self._seq += 1
-        heapq.heappush(self.waiting, (0, -self._seq, self._seq, rid))
-
-    # ------------------------------------------ cluster hooks (engine.des.fleet; off by default)
-    def _hol_block(self, rid, t):
-        """Head-of-line detector: queue head ``rid`` failed the KV check with others behind it."""
-        self.hol.add(rid)
-        self.hol_since.setdefault(rid, t)
-
-    def hol_end(self, rid, t):
-        """``rid`` left the queue (admitted or cancelled): close its blocked episode, if any."""
-        t0 = self.hol_since.pop(rid, None)
-        if t0 is not None:
-            self.hol_s += t - t0
-            self.hol_max_s = max(self.hol_max_s, t - t0)
-
-    def unqueue(self, rid: int, t: float) -> bool:
-        """Remove ``rid`` from the waiting queue (a deadline passed, or the client went away
-        before it ran); False if it is not there."""
-        w = self.waiting
-        for i, e in enumerate(w):
-            if e[3] == rid:
-                w[i] = w[-1]
-                w.pop()
-                if i < len(w):
-                    heapq.heapify(w)
-                if self.hol_since:
-                    self.hol_end(rid, t)
-                return True
-        return False
-
+    # ----------------------------------------------------------- leaving early
     def abort(self, rid: int) -> bool:
         """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
         blocks freed and prefix entries unpinned and its slot compacted as a preemption does

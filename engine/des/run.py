@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from engine.analytical.step import StepModel
-from engine.des import extras
+from engine.des.features import report as feature_report
 from engine.des.cluster import Loop, Router, kv_time_average
 from engine.des.fleet import make_fleet
 from engine.des.fleet import results as fleet_results
@@ -193,8 +193,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         if loop.fleet is not None and s.get("replica_hours"):
             s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
     if blocks > 0:
-        s.update(extras.summary(specs, feats, st, table, s, span, devices))
-        table = extras.table_columns(specs, des, feats, st, table, des.client_rtt_ms / 2e3)
+        s.update(feature_report.summary(specs, feats, st, table, s, span, devices))
+        table = feature_report.table_columns(specs, des, feats, st, table, des.client_rtt_ms / 2e3)
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))
@@ -214,7 +214,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         s.update(cf.summary(frames["regret"]))
     result = DesRunResult(summary=s, table=table,
                           assumptions=assumptions(specs, des, blocks, n_rep, stream)
-                          + extras.assumptions(specs, des, feats), timeline=timeline,
+                          + feature_report.assumptions(specs, des, feats), timeline=timeline,
                           table_format=des.output_format,
                           frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,

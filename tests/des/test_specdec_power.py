@@ -11,7 +11,7 @@ import pytest
 
 from engine.analytical import run as analytical_run
 from engine.des import DesSpec, simulate
-from engine.des.power import Power
+from engine.des.features.power import Power
 from engine.spec import WorkloadSpec
 from engine.spec.analytical import SpecDecodeSpec
 

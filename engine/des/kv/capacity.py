@@ -3,7 +3,7 @@ form): ``engine.analytical.kvcache.capacity`` (weights with expert shard, group 
 stages; MLA latent whole on every TP rank)
     blocks       floor(tokens / block_size)
 The activation peak is taken at the scheduler's largest iteration: max_num_batched_tokens tokens
-and max_num_seqs sequences. A speculative draft's share comes off in engine.des.extras.kv_blocks.
+and max_num_seqs sequences. A speculative draft's weights and KV beside the target's come off (``replica_blocks``).
 """
 
 from dataclasses import dataclass
@@ -43,4 +43,22 @@ def pages(tokens, block_size: int):
     return -(-np.asarray(tokens) // block_size) if isinstance(tokens, np.ndarray) else -(-tokens // block_size)
 
 
-__all__ = ["KvCapacity", "kv_capacity", "pages"]
+def replica_blocks(specs, des, cap: KvCapacity) -> int:
+    """KV blocks of a replica (``cap``: engine.des.kv.kv_capacity) with a speculative
+    draft's weights and KV beside the target's (engine.analytical.specdec.draft_memory): the room
+    less the draft weights x usable fraction, over target + draft KV bytes per token."""
+    if specs.analytical.spec_decode.method == "none" or cap.tokens <= 0:
+        return cap.blocks
+    from engine.analytical import specdec
+    p = specs.partition
+    w_d, kvd = specdec.draft_memory(specs, p.tp, p.ep, p.sp)
+    w_d, kvd = float(w_d), float(kvd)
+    if not (w_d or kvd):
+        return cap.blocks
+    room = cap.kv_capacity_gb * 1e9
+    per_token = room / cap.tokens                 # the target's KV bytes per token per device
+    tokens = max(room - w_d * specs.kv_usable_fraction, 0.0) / (per_token + kvd)
+    return int(tokens // des.block_size)
+
+
+__all__ = ["KvCapacity", "kv_capacity", "replica_blocks", "pages"]

@@ -1,4 +1,5 @@
-"""Speculative decoding in the discrete-event engine (engine.analytical.specdec for the model).
+"""Speculative decoding in the discrete-event engine (engine.analytical.specdec for the model): the
+replica's ``decoding`` slot (engine.des.features.base; PlainDecoding is the default).
 
 A pure decode iteration of B sequences becomes one speculative step: gamma draft passes (the
 draft model's or the MTP head's ``StepModel``; or a fixed fraction of a target step) plus one
@@ -71,7 +72,7 @@ class Speculation:
         """(seconds, roofline-busy seconds) of speculative steps of B sequences attending
         ``ctx_sum`` positions in all (one entry per step); the noise hook applied to the time.
         Both are convex piecewise-linear in the positions for a fixed B: where the probes prove
-        a line (engine.des.run.probe_line) it prices the steps."""
+        a line (engine.des.pricing.probe_line) it prices the steps."""
         B = float(B)
         line = self._lines.get(B, 0)
         if line == 0:
@@ -93,7 +94,7 @@ class Speculation:
     def draft_decode(self, B: float, ctx_sum):
         """(seconds, busy seconds) of the gamma draft passes for B decoding sequences attending
         ``ctx_sum`` positions in all (a fixed fraction of a target step with draft_cost_fraction)."""
-        from engine.des.power import roof_s
+        from engine.des.features.power import roof_s
         d = self.sm_d if self.sm_d is not None else self.sm
         f = 1.0 if self.sm_d is not None else self.frac
         if not f:
@@ -133,7 +134,7 @@ class Speculation:
             p, r = d.chunk_positions(c, k)
             LPp += p
             LRp += r
-        from engine.des.power import roof_s
+        from engine.des.features.power import roof_s
         return (float(d.pass_time(float(T), float(n), LPp, LRp, 0.0, 0.0)),
                 float(roof_s(d, float(T), float(n), LPp, LRp, 0.0, 0.0)))
 
@@ -141,9 +142,37 @@ class Speculation:
         """Tokens emitted by n sequences in k steps (k x n)."""
         return specdec.draw_tokens(self.rng, self.alpha, self.gamma, (k, n))
 
-    def plan(self, rep, t: float):
+    # ---- the replica's decoding slot (engine.des.features.decoding.PlainDecoding's methods)
+    def mixed_emit(self, rep, didx):
+        """Speculative decodes in an iteration with prompt chunks: tokens each of ``didx`` emits
+        (drawn, at most what it has left), with KV blocks for them + gamma lookahead taken; None
+        (one token each, no speculation) when the pool lacks those blocks."""
+        a = np.minimum(self.draw(1, len(didx))[0], rep.left[didx])
+        newb = -(-(rep.ctx[didx] + a + self.gamma - rep.cached[didx]) // rep.bs)
+        need = int(np.maximum(newb - rep.blocks[didx], 0).sum())
+        if need > rep.kv.avail():
+            return None
+        if need:
+            rep.kv.take(need)
+            rep.blocks[didx] = np.maximum(rep.blocks[didx], newb)
+        return a
+
+    def mixed_price(self, rep, T, logits, pieces, nd, pd, emit):
+        """(seconds, busy seconds) of a mixed iteration: speculating decodes (``emit``) beside the
+        prompt chunks (``mixed_time``), or plain decodes with the draft's pass over the chunks."""
+        if emit is not None:
+            return self.mixed_time(T, logits, pieces, nd, pd)
+        dt = rep.step_time(T, logits, pieces, nd, pd)
+        busy = rep.power.busy_one(T, logits, pieces, nd, pd)
+        if pieces:     # the draft prefills the prompt chunks too
+            ex, eb = self.prefill_extra(T - nd, logits - nd, pieces)
+            dt += ex
+            busy += eb
+        return dt, busy
+
+    def plan_run(self, rep, t: float):
         """Plan a run of speculative decode steps on replica ``rep`` (all running sequences are
-        decoding); returns its end time (``Replica.decode_run`` with speculation)."""
+        decoding); returns its end time (``PlainDecoding.plan_run`` with speculation)."""
         from engine.des.replica import DecodeRun
 
         g, bs, kv = self.gamma, rep.bs, rep.kv
@@ -175,7 +204,7 @@ class Speculation:
         x, busy = self.step_times(n, P)
         if kv.pending_s:
             x[0] += kv.take_pending()
-        x, energy, pstate = rep.price_power(t, x, busy)
+        x, energy, pstate = rep.power.price_steps(t, x, busy)
         cumt = np.cumsum(x)
         rep.run = DecodeRun(t, cumt, k, kv.used, bool(hit), x, emit=cum, busy=busy,
                             energy=energy, pstate=pstate)

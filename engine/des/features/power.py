@@ -33,7 +33,7 @@ def roof_s(sm, T, n, LPp, LRp, LPd, Bd):
 
 def roof_functions(sm):
     """(one-iteration roof, decode-run roofs, decode-run roof line) with the step functions'
-    signatures (engine.des.run.step_functions): memoised per batch composition; a decode run's
+    signatures (engine.des.pricing.step_functions): memoised per batch composition; a decode run's
     roofs from a line in the attended positions when the probes prove it linear (convex
     piecewise-linear). ``line(B, p0, k)`` gives (a, b, p0, B) - step j's roof is a + b (p0 + B j),
     summed in closed form by ``busy_total`` - or the array of k roofs where no line holds."""
@@ -93,7 +93,9 @@ def busy_total(busy, j: int) -> float:
 class Power:
     """One replica's devices: energy and the power limiter (module docstring)."""
 
-    def __init__(self, des, tdp_w: float, idle_fraction: float, devices: int):
+    def __init__(self, des, tdp_w: float, idle_fraction: float, devices: int, roofs=None):
+        #: (one-iteration roof, decode-run roofs, decode-run roof line): ``roof_functions``
+        self.roof_one, self.roof_run, self.roof_line = roofs if roofs is not None else (None, None, None)
         self.devices = devices
         self.tdp = tdp_w
         self.p_idle = idle_fraction * tdp_w
@@ -110,6 +112,53 @@ class Power:
         self.throttled_s = 0.0          # iteration time spent below nominal clock
         self.ema_max = self.p_idle
         self.run_s = 0.0                # time spent in iterations
+
+    # ---- the replica's power slot (engine.des.features.base.NoPower is the null one)
+    def busy_one(self, T, logits, pieces, nd, pd) -> float:
+        """Roofline-busy seconds of one iteration (``roof_functions``' one)."""
+        return self.roof_one(T, logits, pieces, nd, pd)
+
+    def price_one(self, t, dt, busy):
+        """One iteration of nominal ``dt`` [s] from ``t``: (time, energy, limiter state)."""
+        if not self.throttle:
+            return dt, None, None
+        x, energy, pstate = self.price(t, np.array([dt]), np.array([busy]))
+        return float(x[0]), energy, pstate
+
+    def price_run(self, t, x, n, p0, k):
+        """k decode steps of n sequences from ``t`` (attending p0 + n j positions at step j) of
+        nominal times ``x``: (times, busy parts - an array, or a line summed in closed form when
+        the run ends -, energy per step, limiter state)."""
+        if self.throttle:
+            busy = self.roof_run(n, p0 + float(n) * np.arange(k, dtype=np.float64))
+            x, energy, pstate = self.price(t, x, busy)
+            return x, busy, energy, pstate
+        return x, self.roof_line(n, p0, k), None, None
+
+    def price_steps(self, t, x, busy):
+        """Steps of nominal times ``x`` and busy parts ``busy``: (times, energy, state), the
+        limiter's only when it throttles."""
+        if not self.throttle:
+            return x, None, None
+        return self.price(t, x, busy)
+
+    def charge_run(self, rep, run, t) -> None:
+        """A decode run ended at ``t``: its joules shared by the running sequences."""
+        n = rep.n
+        rep.st.energy_decode_j[rep.rid[:n]] += self.account(run, True, t) / n
+
+    def charge_iteration(self, rep, run, t, q) -> None:
+        """A mixed iteration ended at ``t``: its joules shared by its tokens (a prompt chunk's
+        tokens, q per verifying decode: 1 without speculation). An iteration that moved no token
+        (a disaggregated pool's KV hand-off step) keeps its energy in the device total only."""
+        st, nd, chunks = rep.st, run.nd, run.chunks
+        e_it = self.account(run, False, t)
+        n_tok = nd * q + sum(c for _, c in chunks)
+        e_tok = e_it / n_tok if n_tok > 0 else 0.0
+        if nd:
+            st.energy_decode_j[rep.rid[run.didx]] += e_tok * q
+        for s, c in chunks:
+            st.energy_prefill_j[rep.rid[s]] += e_tok * c
 
     def price(self, t0: float, x: np.ndarray, busy: np.ndarray):
         """Iterations back to back from ``t0`` with nominal times ``x`` and busy parts ``busy``

@@ -1,0 +1,198 @@
+"""What a replica admits and what it preempts: the KV-fit test (written once, ``fit``), admission of
+queue heads into the running slots, the decode-block reservation and newest-first preemption.
+
+KV-fit test of a queue head (vLLM's can_allocate with the watermark): the blocks it needs now,
+    need = ceil(reserve / block_size),   reserve = prompt + output - cached   (no-evict policies)
+                                                  pf = seq - cached         (else; seq - 1 when
+                                                                             its KV arrives whole)
+(seq = prompt + tokens emitted before a preemption; cached = prefix-cache hit tokens), plus the HBM
+pages its lower-tier prefix hits need to come back to; it fits when the pool's available blocks
+(free + evictable prefix entries) less those stay at or above the watermark. Head-of-line: a head
+that does not fit blocks the ones behind it (FCFS, as in vLLM); the replica's hooks hear it.
+
+A mixin of ``engine.des.replica.Replica`` (it works on the replica's slot arrays and KvPool).
+"""
+
+import heapq
+
+import numpy as np
+
+
+class Admission:
+    """Admission, reservation and preemption of ``Replica`` (see the module docstring)."""
+
+    # ------------------------------------------------ what a scheduler policy reads
+    def any_prefilling(self) -> bool:
+        """Whether a running sequence still has prompt tokens to prefill."""
+        return bool(np.count_nonzero(self.pf[:self.n]))
+
+    def prefilling(self) -> list:
+        """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
+        admission first."""
+        part = np.flatnonzero(self.pf[:self.n] > 0)
+        if not len(part):
+            return []
+        part = part[np.argsort(self.adm[part], kind="stable")]
+        return [(int(s), int(self.pf[s])) for s in part.tolist()]
+
+    # ------------------------------------------------------------ the KV-fit test
+    def fit(self, rid):
+        """The KV-fit test of queue head ``rid`` (module docstring): (fits, seq, pf, cached,
+        nhit, hashes, need, low) with ``low`` the lower-tier promotion (pages, s, host entries,
+        disk entries) or None."""
+        st, kv = self.st, self.kv
+        pc = kv.prefix
+        prompt = int(st.prompt[rid])
+        seq = prompt + int(st.emitted[rid])
+        nhit = 0
+        hashes = st.hashes[rid] if (pc is not None and st.hashes is not None) else None
+        if st.kv_ready[rid]:
+            # handed off by a prefill replica, or swapped out: its KV (all but the last emitted
+            # token) arrives whole
+            hashes, cached, pf = None, 0, 0
+        else:
+            if hashes is not None and len(hashes):
+                nhit = pc.match(hashes, min(seq - 1, prompt) // kv.bt)
+            cached = nhit * kv.bt
+            pf = seq - cached
+        if self.reserves:
+            reserve = prompt + int(st.output[rid]) - cached
+        else:
+            reserve = pf if pf else seq - 1
+        need = -(-reserve // self.bs)
+        low = pc.lower(hashes[:nhit]) if (nhit and pc.tiered) else None
+        fits = kv.avail() - need - (low[0] if low is not None else 0) >= kv.wm
+        return fits, seq, pf, cached, nhit, hashes, need, low
+
+    def head_fits(self, rem, whole):
+        """Would the queue head be admitted now (the KV-fit test; whole prompts: within ``rem``
+        tokens)? The first pass of ``admit`` with a busy batch."""
+        fits, _, pf, *_ = self.fit(self.waiting[0][3])
+        return fits and not (whole and pf > rem)
+
+    def admit(self, t, budget, whole, busy):
+        """Admit queue heads while slots, token budget and KV blocks (above the watermark) allow.
+        Returns [(slot, prefill chunk)]."""
+        st, kv = self.st, self.kv
+        out, used = [], 0
+        while self.waiting and self.n < self.max_seqs:
+            rid = self.waiting[0][3]
+            fits, seq, pf, cached, nhit, hashes, need, low = self.fit(rid)
+            if not fits:
+                if len(self.waiting) > 1:
+                    self.hooks.blocked(self, rid, t)    # head-of-line: it blocks the ones behind
+                break
+            rem = budget - used
+            if not pf:
+                chunk = 0
+            elif whole:
+                if pf > rem and (out or busy):
+                    break
+                chunk = pf
+            else:
+                if rem <= 0:
+                    break
+                chunk = min(pf, rem)
+            heapq.heappop(self.waiting)
+            self.hooks.dequeued(self, rid, t)
+            if st.swapped[rid]:       # swap-in before the next iteration
+                st.swapped[rid] = False
+                kv.swap_in(seq - 1)
+            if nhit:
+                kv.pin(hashes[:nhit])
+            if low is not None:
+                pc = kv.prefix
+                kv.take(low[0])            # the promoted entries' pages (held by the cache)
+                kv.pending_s += low[1]
+                if st.scheduled[rid] != st.scheduled[rid]:
+                    pc.hit_entries["host"] += low[2]
+                    pc.hit_entries["disk"] += low[3]
+                    pc.hit_entries["hbm"] += nhit - low[2] - low[3]
+            kv.take(need)
+            s = self.n
+            self.n += 1
+            self._seq += 1
+            prompt, output = int(st.prompt[rid]), int(st.output[rid])
+            self.rid[s], self.ctx[s], self.left[s], self.pf[s] = (rid, cached if pf else seq - 1,
+                                                                  output - (seq - prompt), pf)
+            self.blocks[s], self.adm[s], self.cached[s], self.nhit[s] = need, self._seq, cached, nhit
+            self.last[s] = st.last_token[rid]
+            if st.scheduled[rid] != st.scheduled[rid]:  # NaN: first admission
+                st.scheduled[rid] = t
+                st.cached_tokens[rid] = cached
+                st.replica[rid] = self.idx
+                st.lookup_tokens += prompt
+                st.hit_tokens += cached
+            else:
+                st.recompute_tokens += pf
+                st.recomputed[rid] += pf
+            if pf:
+                out.append((s, chunk))
+                used += chunk
+        return out
+
+    # ------------------------------------------------------- decode reservation
+    def need(self, idx, k):
+        """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
+        own = self.ctx[idx] + k - self.cached[idx]
+        return int(np.maximum(0, -(-own // self.bs) - self.blocks[idx]).sum())
+
+    def reserve_decodes(self):
+        """Reserve the next token's KV block for every decoding sequence, preempting newest
+        first (``make_room``) when the pool lacks them; returns their slots, or None if none is
+        decoding."""
+        didx = np.flatnonzero(self.pf[:self.n] == 0)
+        if not len(didx):
+            return None
+        need = self.need(didx, 1)
+        if need > self.kv.avail():
+            self.make_room(1)
+            didx = np.flatnonzero(self.pf[:self.n] == 0)
+            if not len(didx):
+                return None
+            need = self.need(didx, 1)
+        self.kv.take(need)
+        own = self.ctx[didx] + 1 - self.cached[didx]
+        self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
+        return didx
+
+    def unreserve(self, idx):
+        """Give back blocks reserved beyond what the sequences ``idx`` hold now (a no-evict
+        reservation keeps them)."""
+        if not self.reserves:
+            newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
+            self.kv.give(int((self.blocks[idx] - newb).sum()))
+            self.blocks[idx] = newb
+
+    # ---------------------------------------------------------------- preemption
+    def make_room(self, k):
+        """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
+        while self.n:
+            idx = np.flatnonzero(self.pf[:self.n] == 0)
+            if self.need(idx, k) <= self.kv.avail():
+                return
+            self._preempt(int(np.argmax(self.adm[:self.n])))
+
+    def _preempt(self, s):
+        """Preempt slot ``s``: free its KV and requeue it at the front. Recompute: prefilled
+        again on re-admission. Swap (a decoding sequence, ``swap_s_per_token`` > 0): its KV goes
+        to host memory now and comes back on re-admission, each transfer added to the next
+        iteration (vLLM swaps between iterations)."""
+        st = self.st
+        rid = int(self.rid[s])
+        self.on_preempt(self, s)
+        st.emitted[rid] = int(st.output[rid]) - int(self.left[s])
+        st.last_token[rid] = self.last[s]
+        swap = bool(self.kv.swap_s_per_token) and self.pf[s] == 0
+        st.kv_ready[rid] = swap
+        st.swapped[rid] = swap
+        if swap:
+            self.kv.swap_out(int(self.ctx[s]))
+        st.preemptions[rid] += 1
+        self.preemptions += 1
+        self._remove(s)
+        self._seq += 1
+        heapq.heappush(self.waiting, (0, -self._seq, self._seq, rid))
+
+
+__all__ = ["Admission"]
