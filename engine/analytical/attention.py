@@ -10,7 +10,8 @@ attended position (a "pair" of query token and cached/causal key):
                   and SGLang run decode; DeepSeek-V2 sec. 2.1.2)
 
 Sliding-window layers attend to at most W positions. Layer-pairs (sum over layers of attended
-positions) replace L x pairs wherever windows exist:
+positions, summed over the model's layer groups) replace L x pairs wherever windows exist
+(formulas in ``engine.analytical.window``):
     prefill of S new tokens after c cached, full layer:   S*c + S(S+1)/2
     windowed layer:                                      sum_{i=c+1}^{c+S} min(i, W)
     decode token at context n:   (L - Lw) n + Lw min(n, W)
@@ -19,6 +20,7 @@ Sources: Vaswani et al. 2017 for the 4*nh*dh count; Mistral 7B (arXiv 2310.06825
 
 import numpy as np
 
+from engine.analytical import window
 from engine.spec import ModelSpec
 
 
@@ -32,21 +34,9 @@ def pair_flops_per_layer(model: ModelSpec, phase: str = "prefill") -> float:
     return 4.0 * nh * model.head_dim
 
 
-def _sum_min(a, b, w):
-    """sum_{i=a}^{b} min(i, w) for integers a <= b (arrays broadcast): the i <= w part is an
-    arithmetic series, the rest contributes w each."""
-    a, b, w = (np.asarray(v, dtype=float) for v in (a, b, w))
-    top = np.maximum(np.minimum(b, w), a - 1)  # last index i <= w in a..b (a-1 if none)
-    low = (top - a + 1) * (a + top) / 2.0  # sum a..top
-    return low + w * np.maximum(b - np.maximum(top, a - 1), 0.0)
-
-
 def prefill_layer_pairs(model: ModelSpec, new_tokens, cached_len=0.0):
     """Sum over layers of (query, position) pairs of a prefill of ``new_tokens`` after
-    ``cached_len`` cached tokens [layer-pairs]; L x (S c + S(S+1)/2) without windows."""
+    ``cached_len`` cached tokens [layer-pairs]: sum over ``model.layer_groups`` of count x
+    pairs per layer (``window.chunk_positions``); L x (S c + S(S+1)/2) without windows."""
     s, c = np.asarray(new_tokens, dtype=float), np.asarray(cached_len, dtype=float)
-    full = s * c + s * (s + 1) / 2.0
-    L, lw = model.num_layers, model.sliding_window_layers
-    if not lw:
-        return L * full
-    return (L - lw) * full + lw * _sum_min(c + 1, c + s, model.sliding_window)
+    return window.chunk_positions(model.layer_groups, s, c)

@@ -5,8 +5,9 @@ A decode step of B sequences, each with q query tokens (q = 1; q = gamma + 1 whe
 speculative drafts) at context c (layer-weighted with sliding windows, ``attention``):
     dense, expert operators: T = B q tokens, B q logits (``StepModel.operators``)
     attention: compute  decode pair FLOPs x B q x LP(c);   memory  KV x B (LP(c) + L q)
-    LP(c) = (L - Lw) c + Lw min(c, W); windows are taken at the mid-decode context (exact when the
-    prompt already fills the window).
+    LP(c) = (L - Lw) c + Lw min(c, W) (over the model's layer groups); windows are taken at the
+    mid-decode context (``window``'s mid-context form: exact when the prompt already fills the
+    window).
 TPOT is the exact mean over contexts c in [S+1, S+N-1] of the step time: every operator's compute
 and memory are affine in c, so ``latency.mean_of_max_affine`` gives the mean of each maximum.
 
@@ -22,19 +23,20 @@ pp = 1: the single-pass time.
 
 import numpy as np
 
-from engine.analytical import latency, parallel
+from engine.analytical import latency, parallel, window
 from engine.spec import ModelSpec
 
 
 def _attention_lines(sm, m: ModelSpec, B, q, c_mid):
     """(a_c, b_c, a_m, b_m): attention compute a_c + b_c c and memory a_m + b_m c of a step [s]."""
-    L, lw = m.num_layers, m.sliding_window_layers
-    win = lw * np.minimum(c_mid, m.sliding_window) if lw else 0.0
+    L = m.num_layers
+    full = window.full_layers(m.layer_groups)          # layers whose positions grow with c
+    win = window.mid_windowed_positions(m.layer_groups, c_mid)   # windowed: constant at c_mid
     a = sm.att_coef()      # per layer-pair / layer-position / sequence-layer / floor (StepModel)
     a_c = a["dp"] * B * q * win + a["ds"] * L * B + a["df"] * L
-    b_c = a["dp"] * B * q * (L - lw)
+    b_c = a["dp"] * B * q * full
     a_m = a["mem"] * B * (win + L * q)
-    b_m = a["mem"] * B * (L - lw)
+    b_m = a["mem"] * B * full
     return a_c, b_c, a_m, b_m
 
 

@@ -31,10 +31,9 @@ def fragmentation(context_len, block_tokens):
 
 
 def sequence_bytes(model: ModelSpec, context_len, block_tokens):
-    """KV bytes one sequence of ``context_len`` tokens holds in paged blocks (all layers;
-    sliding-window layers keep at most the window)."""
-    return (memory.kv_layer_positions(model, paged_tokens(context_len, block_tokens))
-            * memory.kv_bytes_per_layer_token(model))
+    """KV bytes one sequence of ``context_len`` tokens holds in paged blocks (all layer groups;
+    sliding-window layers keep at most the window: ``memory.sequence_kv_bytes``)."""
+    return memory.sequence_kv_bytes(model, paged_tokens(context_len, block_tokens))
 
 
 def weights_per_device(model: ModelSpec, tp, pp, ep):

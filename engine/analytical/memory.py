@@ -5,19 +5,14 @@ Units: bytes. Vectorised: every argument may be a numpy array; results broadcast
 
 import numpy as np
 
+from engine.analytical import window
 from engine.spec import DTYPE_BYTES, ModelSpec
 
 
 def kv_elems_per_layer_token(model: ModelSpec) -> int:
-    """KV-cache elements one token adds to one layer.
-
-    MHA/GQA/MQA: 2 x nkv x dh (a key and a value per KV head).
-    MLA (DeepSeek-V2 sec. 2.1.2): the compressed latent c_KV (kv_lora_rank) plus the decoupled
-    rotary key (qk_rope_head_dim), shared by all heads: 512 + 64 = 576 for DeepSeek-V3.
-    """
-    if model.attention == "mla":
-        return model.kv_lora_rank + model.qk_rope_head_dim
-    return 2 * model.num_kv_heads * model.head_dim
+    """KV-cache elements one token adds to one attention layer: 2 x nkv x dh (MHA/GQA/MQA), or
+    kv_lora_rank + qk_rope_head_dim (MLA); derivation at ``ModelSpec.kv_elems_per_layer_token``."""
+    return model.kv_elems_per_layer_token
 
 
 def kv_bytes_per_layer_token(model: ModelSpec) -> float:
@@ -27,25 +22,32 @@ def kv_bytes_per_layer_token(model: ModelSpec) -> float:
 
 def kv_bytes_per_token(model: ModelSpec) -> float:
     """KV-cache bytes one token adds over all layers when every layer keeps it (full attention):
-    L x kv_elems_per_layer_token x kv_bytes.
+    sum over layer groups of count x KV bytes per layer-token = L x kv_elems_per_layer_token x
+    kv_bytes for a uniform model.
 
     Llama-2-7B (32 layers, 32 KV heads of 128, bf16): 2*32*32*128*2 = 524,288 bytes/token;
     DeepSeek-V3 (61 layers, MLA 512 + 64, bf16): 61*576*2 = 70,272 bytes/token.
-    Sliding-window layers keep at most ``sliding_window`` tokens: see ``kv_layer_positions``.
+    Sliding-window layers keep at most ``sliding_window`` tokens: see ``sequence_kv_bytes``.
     """
-    return model.num_layers * kv_bytes_per_layer_token(model)
+    return sum(g.count * g.kv_bytes_per_token for g in model.layer_groups)
 
 
 def kv_layer_positions(model: ModelSpec, context_len):
     """Sum over layers of the cached positions a sequence of ``context_len`` tokens holds
-    [layer-positions]:  (L - Lw) x n + Lw x min(n, W)
-    with Lw = sliding_window_layers keeping only the last W = sliding_window tokens.
-    KV bytes of the sequence = this x kv_bytes_per_layer_token. Without windows: L x n.
+    [layer-positions]: sum over ``model.layer_groups`` of count x min(n, W)
+    (``window.kept_positions``) = (L - Lw) x n + Lw x min(n, W) with Lw = sliding_window_layers
+    keeping only the last W = sliding_window tokens. Without windows: L x n.
     """
-    L, lw, w = model.num_layers, model.sliding_window_layers, model.sliding_window
-    if not lw:
-        return L * context_len
-    return (L - lw) * context_len + lw * np.minimum(context_len, w)
+    return window.kept_positions(model.layer_groups, context_len)
+
+
+def sequence_kv_bytes(model: ModelSpec, context_len):
+    """KV (and recurrent-state) bytes one sequence of ``context_len`` tokens holds over all
+    layers: sum over ``model.layer_groups`` of count x (min(n, W) x KV bytes per layer-token
+    + state bytes per sequence) [bytes]. Uniform attention layers: kv_layer_positions x
+    kv_bytes_per_layer_token."""
+    return sum(g.count * (window.kept(context_len, g.window) * g.kv_bytes_per_token
+                          + g.state_bytes_per_seq) for g in model.layer_groups)
 
 
 def kv_heads(model: ModelSpec) -> int:

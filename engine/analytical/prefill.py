@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.analytical import attention, latency, memory, parallel
+from engine.analytical import attention, latency, memory, parallel, window
 from engine.analytical.decode import microbatches
 from engine.spec import ModelSpec
 
@@ -65,7 +65,7 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     """TTFT of chunked prefill of B prompts, one after another, in chunks of ``C`` (< S) tokens;
     dict of arrays [s] (compute, memory and comm summed over all passes)."""
     Bn, B = B, 1.0
-    L, lw = m.num_layers, m.sliding_window_layers
+    L, full = m.num_layers, window.full_layers(m.layer_groups)
     S, C = np.asarray(S, dtype=float), np.maximum(np.asarray(C, dtype=float), 1.0)
     n = np.ceil(S / C)
     nb = n - 1                        # full body chunks at k_i = i C
@@ -74,14 +74,15 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     a = sm.att_coef()
     # attention of body chunk i (s = C after k = i C): compute A0 + A1 i, memory M0 + M1 i
     # (full layers; StepModel.attention with LPp = (L - Lw)(C k + C(C+1)/2), LRp = (L - Lw) k)
-    A0 = a["pp"] * B * (L - lw) * C * (C + 1) / 2 + a["pt"] * L * T + a["pf"] * L
-    A1 = (a["pp"] * C + a["pr"]) * B * (L - lw) * C
+    A0 = a["pp"] * B * full * C * (C + 1) / 2 + a["pt"] * L * T + a["pf"] * L
+    A1 = (a["pp"] * C + a["pr"]) * B * full * C
     M0 = a["mem"] * B * L * C
-    M1 = a["mem"] * B * (L - lw) * C
-    if lw:  # windowed layers: mean per body chunk of their pairs and cached reads
-        w = m.sliding_window
-        wp = lw * attention._sum_min(1, np.maximum(nb * C, 1), w) / np.maximum(nb, 1)
-        wr = lw * np.minimum((nb - 1) * C / 2, w)
+    M1 = a["mem"] * B * full * C
+    for lw, w in window.windowed(m.layer_groups):
+        # windowed layers: mean per body chunk of their pairs (the body tiles 1..nb C) and of
+        # their cached reads (mid-context form), ``window``
+        wp = lw * window.pairs(1, np.maximum(nb * C, 1), w) / np.maximum(nb, 1)
+        wr = lw * window.kept((nb - 1) * C / 2, w)
         A0 = A0 + a["pp"] * B * wp + a["pr"] * B * wr
         M0 = M0 + a["mem"] * B * wr
     dense, experts, _ = sm.operators(T, 0.0, 0.0, 0.0)

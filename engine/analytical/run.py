@@ -77,8 +77,9 @@ def assumptions(specs: Specs) -> list[Assumption]:
         out.append(Assumption("MLA attention", "latent KV cache, replicated over TP",
                               "prefill attends with per-head keys (naive form), decode with "
                               "absorbed weights over the 576-wide latent"))
-    if m.sliding_window_layers:
-        out.append(Assumption("sliding-window layers", f"{m.sliding_window_layers} x {m.sliding_window}",
+    from engine.analytical import window
+    for n, w in window.windowed(m.layer_groups):     # one line per windowed layer group
+        out.append(Assumption("sliding-window layers", f"{n} x {w}",
                               "windows taken at the mid-decode context; mean per chunk in chunked prefill"))
     if c.step_overhead_s or c.launch_overhead_s or c.per_token_overhead_s or c.per_request_overhead_s:
         out.append(Assumption("framework overheads",

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.analytical import attention, memory, parallel, traffic
+from engine.analytical import attention, memory, parallel, traffic, window
 from engine.analytical.params import param_counts
 from engine.analytical.precision import weight_bytes_per_param
 from engine.errors import SpecError
@@ -83,8 +83,8 @@ class StepModel:
     num_layers: int = 1
     roofline: str = "op"
     overlap: float = 0.0
-    window: int = 0                     # sliding window W [positions] of the windowed layers
-    window_layers: int = 0              # Lw: layers with a sliding window
+    layer_groups: tuple = ()            # ModelSpec.layer_groups: (kind, count, window W, ...) of
+                                        # the layers, for the positions they attend (set by build)
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
     elem_s_per_token: Any = 0.0         # element-wise kernels' bytes / (tp sp) / bw_eff (kernel mode)
     graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
@@ -218,26 +218,18 @@ class StepModel:
                     overhead=float(self.step_overhead_s + self.per_token_overhead_s * n))
 
     def decode_positions(self, Bd, C):
-        """LPd: layer-positions of Bd decode sequences attending C positions in all:
-        (L - Lw) C + Lw min(C, Bd W) (exact when all or none of the contexts exceed W)."""
-        L, lw = self.num_layers, self.window_layers
-        if not lw:
-            return L * C
-        return (L - lw) * C + lw * np.minimum(C, Bd * self.window)
+        """LPd: layer-positions of Bd decode sequences attending C positions in all, summed over
+        the layer groups: (L - Lw) C + Lw min(C, Bd W) (``window.decode_positions``; exact when
+        all or none of the contexts exceed W)."""
+        return window.decode_positions(self.layer_groups, Bd, C)
 
     def chunk_positions(self, c: int, k: int):
         """(layer-pairs, cached layer-positions read) of a prefill chunk of c tokens after k
-        cached: (L - Lw)(c k + c(c+1)/2) + Lw sum_{j=k+1}^{k+c} min(j, W), and
-        (L - Lw) k + Lw min(k, W). Python ints in, floats out (the DES's per-iteration path)."""
-        L, lw, w = self.num_layers, self.window_layers, self.window
-        full = c * k + c * (c + 1) / 2.0
-        if not lw:
-            return L * full, float(L * k)
-        hi = k + c
-        top = min(hi, w)                         # last j <= W in k+1..k+c (k if none)
-        low = (top - k) * (k + 1 + top) / 2.0 if top > k else 0.0
-        win = low + w * (hi - max(top, k))
-        return (L - lw) * full + lw * win, float((L - lw) * k + lw * min(k, w))
+        cached, summed over the layer groups: (L - Lw)(c k + c(c+1)/2) + Lw sum_{j=k+1}^{k+c}
+        min(j, W), and (L - Lw) k + Lw min(k, W) (``window.chunk_positions``,
+        ``window.kept_positions``). Python ints in, floats out (the DES's per-iteration path)."""
+        g = self.layer_groups
+        return window.chunk_positions(g, c, k), float(window.kept_positions(g, k))
 
     def time(self, tokens, logits, prefill_pairs=0.0, prefill_read=0.0, decode_seqs=0.0,
              decode_ctx=0.0):
@@ -310,8 +302,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         num_layers=L,
         roofline=opt.roofline,
         overlap=opt.overlap,
-        window=m.sliding_window,
-        window_layers=m.sliding_window_layers,
+        layer_groups=m.layer_groups,
         kern=kern,
         graph_sizes=(tuple(float(x) for x in specs.framework.cuda_graph_sizes)
                      if specs.framework.cuda_graph_padding else ()),

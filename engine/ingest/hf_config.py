@@ -77,6 +77,22 @@ class HFModel:
         return ModelSpec(**{k: v for k, v in self.fields.items() if k in known})
 
 
+#: HF ``layer_types`` entries -> layer kind of ``engine.spec.model.LAYER_KINDS`` (a model's
+#: ``layer_groups`` count them). An entry naming no modelled kind ("linear_attention", "mamba")
+#: is refused by name rather than priced as full attention; a new kind adds its entry here.
+HF_LAYER_KINDS = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding"}
+
+
+def layer_kind(path, entry) -> str:
+    """The layer kind of one ``layer_types`` entry (``HF_LAYER_KINDS``; any other entry that
+    names a sliding window counts as "sliding"). Raises HFConfigError for an unmodelled kind."""
+    kind = HF_LAYER_KINDS.get(str(entry)) or ("sliding" if "sliding" in str(entry) else None)
+    if kind is None:
+        raise HFConfigError(path, "layer_types", f"entry {entry!r} is no modelled layer kind "
+                            f"({', '.join(sorted(HF_LAYER_KINDS))})")
+    return kind
+
+
 def _get(cfg: dict, path: str, keys, *, default=None, required=True):
     for k in keys:
         if cfg.get(k) is not None:
@@ -237,7 +253,8 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
     layer_types = cfg.get("layer_types")
     window = cfg.get("sliding_window")
     if layer_types:
-        n_slide = sum(1 for t in layer_types if "sliding" in str(t))
+        kinds = [layer_kind(path, t) for t in layer_types]
+        n_slide = kinds.count("sliding")
         if n_slide:
             if not window:
                 raise HFConfigError(path, "sliding_window", "layer_types has sliding layers but no window size")

@@ -11,6 +11,30 @@ DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
 
+#: Layer kinds (``LayerGroup.kind``), as vLLM's kv_cache_interface describes memory per layer kind:
+#: full attention (MHA/GQA/MQA), sliding-window attention, MLA's latent cache. A state-space
+#: (Mamba) layer would be one more kind: no per-token KV, ``state_bytes_per_seq`` per sequence.
+LAYER_KINDS = ("full", "sliding", "mla")
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """``count`` layers of one kind that keep and attend the same positions.
+
+    window              W positions a query attends and the cache keeps (0 = all; sliding only)
+    kv_bytes_per_token  K/V bytes one token adds to one layer of the group
+                        (``ModelSpec.kv_elems_per_layer_token`` x bytes of kv_dtype)
+    state_bytes_per_seq bytes one sequence holds in one layer whatever its length (a recurrent
+                        state; 0 for every attention kind)
+    A sequence of n tokens holds count x (min(n, W) x kv_bytes_per_token + state_bytes_per_seq)
+    bytes in the group (``engine.analytical.window``, ``engine.analytical.memory``)."""
+
+    kind: str
+    count: int
+    window: int = 0
+    kv_bytes_per_token: float = 0.0
+    state_bytes_per_seq: float = 0.0
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -123,6 +147,34 @@ class ModelSpec:
                 raise SpecError(f"{g}.experts_per_token", self.experts_per_token,
                                 f"between 1 and num_experts={self.num_experts}")
             positive_int(g, "expert_ffn_size", self.expert_ffn_size)
+
+    @property
+    def kv_elems_per_layer_token(self) -> int:
+        """KV-cache elements one token adds to one attention layer.
+
+        MHA/GQA/MQA: 2 x nkv x dh (a key and a value per KV head).
+        MLA (DeepSeek-V2 sec. 2.1.2): the compressed latent c_KV (kv_lora_rank) plus the decoupled
+        rotary key (qk_rope_head_dim), shared by all heads: 512 + 64 = 576 for DeepSeek-V3.
+        """
+        if self.attention == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    @property
+    def layer_groups(self) -> tuple:
+        """The layers by kind (``LayerGroup``), derived from the fields: the L - Lw full-attention
+        layers (kind "mla" for MLA) first, then the Lw = ``sliding_window_layers`` "sliding" layers
+        of window W = ``sliding_window``; empty groups left out. Every layer holds
+        ``kv_elems_per_layer_token`` x bytes of kv_dtype per token it keeps."""
+        kvb = self.kv_elems_per_layer_token * DTYPE_BYTES[self.kv_dtype]
+        lw = self.sliding_window_layers
+        out = []
+        if self.num_layers - lw:
+            out.append(LayerGroup("mla" if self.attention == "mla" else "full", self.num_layers - lw,
+                                  0, kvb))
+        if lw:
+            out.append(LayerGroup("sliding", lw, self.sliding_window, kvb))
+        return tuple(out)
 
     @property
     def is_moe(self) -> bool:
