@@ -8,9 +8,10 @@ so both engines price a pass the same way (``StepModel.kern``):
                 layers x gemm(m = T/sp, n, k)                                  [s]
     lm_head(n)  gemm(m = n logits, V/tp, h)                                    [s]
     experts(T)  MoE layers x moe(T/sp tokens, h, f_e, top-k, E, tp/ep, ep)      [s]
-    comm(T)     the pass's TP all-reduces and EP all-to-alls from the measured/transferred
-                collectives, plus SP all-gathers (alpha-beta), PP hand-offs excluded: the
-                collectives of ``parallel.pass_collectives``                   [s]
+    comm(T)     the pass's TP all-reduces (``framework.allreduce``: parallel.tp_allreduce, the
+                measured table of that implementation or its alpha-beta form) and EP
+                all-to-alls from the measured/transferred collectives, plus SP all-gathers
+                (alpha-beta), PP hand-offs excluded: ``parallel.pass_collectives``   [s]
 
 Each is tabulated on a grid of token counts (every integer to 128, then steps of 2^(1/16),
 i.e. 4.4 %, to 2^24) and read back by linear interpolation (``Curve``): the DES reads a table
@@ -170,7 +171,7 @@ def _row(specs: Specs, km, tp: int, ep: int, sp: int):
         experts[0] = 0.0
     total, hops = parallel.pass_collectives(
         specs, tp, 1, ep, sp, "ring",
-        allreduce=lambda b, n: km.allreduce_s(b, int(n)) if n > 1 else 0.0 * b,
+        allreduce=parallel.tp_allreduce(specs, km),
         alltoall=lambda b, n: km.alltoall_s(b, int(n)) if n > 1 else 0.0 * b)
     comm = np.asarray(total(GRID) - hops(GRID), dtype=float) * np.ones_like(GRID)
     comm[0] = 0.0
@@ -184,8 +185,8 @@ def _cached(specs: Specs, parts: tuple):
     """(kernel model, table rows) per chip, model, links, backend and partitions; a small
     process-wide memo (tables cost milliseconds to build, a sweep asks for them repeatedly)."""
     key = (specs.hardware, specs.model, specs.calibration.comm_efficiency,
-           specs.framework.kernel_tables, backend(specs), specs.calibration.transfer_exclude,
-           parts)
+           specs.framework.kernel_tables, specs.framework.allreduce, backend(specs),
+           specs.calibration.transfer_exclude, parts)
     hit = _CACHE.get(key)
     if hit is None:
         if len(_CACHE) > 64:

@@ -50,24 +50,54 @@ def link(specs: Specs, group_devices):
     return bw, lat
 
 
+def tp_allreduce(specs: Specs, km=None, algorithm: str = "ring"):
+    """The TP all-reduce of the job's ``framework.allreduce`` as a function (bytes, n) -> s
+    (engine.cost.allreduce: formulas and sources):
+
+    analytical  as before profiles named one: the measured / transferred collective of the kernel
+                model ``km`` (the faster of NCCL and the custom kernel), or without one the
+                alpha-beta ``algorithm`` (engine.analytical.allreduce: ring | tree);
+    one_shot, two_shot  the framework's measured custom all-reduce where ``km`` has the table,
+                else the one-/two-shot alpha-beta form; a group beyond one node runs NCCL;
+    nccl        the measured NCCL table where ``km`` has it, else min(ring, tree) alpha-beta.
+    Alpha-beta terms use the group's link (``link``: x comm_efficiency)."""
+    from engine.cost import allreduce as impls
+
+    impl = specs.framework.allreduce
+    if impl == "analytical" and km is not None:
+        return lambda b, n: km.allreduce_s(b, int(n)) if n > 1 else 0.0 * b
+
+    def price(b, n):
+        bw, lat = link(specs, n)
+        if impl == "analytical":
+            return comm.allreduce_time(b, n, bw, lat, algorithm)
+        use = impl if np.all(np.asarray(n) <= specs.hardware.devices_per_node) else "nccl"
+        tab = impls.TABLE[use]
+        if km is not None and np.ndim(n) == 0 and km.has_allreduce_table(tab):
+            return km.allreduce_s(b, int(n), tab) if n > 1 else 0.0 * b
+        return impls.ALPHA_BETA[use](b, n, bw, lat)
+
+    return price
+
+
 def pass_collectives(specs: Specs, tp, pp, ep, sp, algorithm: str, allreduce=None, alltoall=None):
     """Communication of one pass as two functions of its tokens T: (total(T), hops(T)) [s] -
     all of TP, EP, SP and the PP hand-offs, and the PP hand-offs alone (module docstring).
 
     ``allreduce(bytes, n)`` and ``alltoall(bytes, n)`` price one collective of a message over n
-    devices; default: the alpha-beta models of ``comm`` on the group's link (``algorithm`` = the
-    all-reduce's, ring or tree). Kernel backends pass measured or transferred collectives."""
+    devices; default: ``tp_allreduce`` (framework.allreduce; analytical: the alpha-beta
+    ``algorithm``, ring or tree) and the alpha-beta all-to-all of ``comm`` on the group's link.
+    Kernel backends pass measured or transferred collectives."""
     m = specs.model
     tp, pp, ep, sp = (np.asarray(v, dtype=float) for v in (tp, pp, ep, sp))
     act = DTYPE_BYTES[m.activation_dtype]
     h = m.hidden_size
     l_dense, l_moe = layer_split(m)
-    tp_bw, tp_lat = link(specs, tp)
+    link(specs, tp)                     # SpecError now when the TP group's link has no figure
     st_bw, st_lat = link(specs, tp * sp)
     rp_bw, rp_lat = link(specs, tp * sp * pp)
     if allreduce is None:
-        def allreduce(b, n):
-            return comm.allreduce_time(b, n, tp_bw, tp_lat, algorithm)
+        allreduce = tp_allreduce(specs, None, algorithm)
     if alltoall is None:
         def alltoall(b, n):
             return comm.all_to_all_time(b, n, st_bw, st_lat)

@@ -218,10 +218,14 @@ class _Anchored:
     def mla_decode_s(self, *a):
         return self._r("mla_decode_s", *a)
 
-    def comm_s(self, op, message_bytes, n_gpus):
+    def comm_keys(self, op, table=None) -> list:
+        return self.a.comm_keys(op, table)
+
+    def comm_s(self, op, message_bytes, n_gpus, table=None):
         if n_gpus <= 1:
             return np.zeros_like(np.asarray(message_bytes, float))
-        return self._r("comm_s", op, message_bytes, n_gpus)
+        return (self.a.comm_s(op, message_bytes, n_gpus, table) * self.tt.comm_s(op, message_bytes, n_gpus)
+                / self.ta.comm_s(op, message_bytes, n_gpus))
 
 
 def _nearest_set(pk: dict, framework: str, exclude: tuple) -> str | None:
@@ -385,14 +389,19 @@ class _Measured:
         return self._mla("mla_decode", batch, ctx, heads, dtype)
 
     # -- collectives --------------------------------------------------------------------------
-    def comm_s(self, op, message_bytes, n_gpus):
+    def comm_keys(self, op, table=None) -> list:
+        """The measured tables of a collective: NCCL's and (all-reduce) the framework's custom
+        kernel; ``table`` = "nccl" | "custom" keeps that one (None: both, the faster is taken)."""
+        keys = [f"{self.chip}/nccl/{op}"] if table in (None, "nccl") else []
+        if op == "all_reduce" and self.src["custom_allreduce"] and table in (None, "custom"):
+            keys.append(f"{self.chip}/{self.src['custom_allreduce']}/custom_allreduce")
+        return [k for k in keys if k in self.t]
+
+    def comm_s(self, op, message_bytes, n_gpus, table=None):
         s = np.asarray(message_bytes, float)
         if n_gpus <= 1:
             return np.zeros_like(s)
-        keys = [f"{self.chip}/nccl/{op}"]
-        if op == "all_reduce" and self.src["custom_allreduce"]:
-            keys.append(f"{self.chip}/{self.src['custom_allreduce']}/custom_allreduce")
-        keys = [k for k in keys if k in self.t]
+        keys = self.comm_keys(op, table)
         if not keys:
             return self.tr.comm_s(op, s, n_gpus)
         n_max = float(self.t["axes/comm/n_gpus"][-1])
@@ -464,10 +473,19 @@ class KernelModel:
         _check_dtype("model.kv_dtype", dtype, tuple(shapes.KV_BYTES))
         return _zero_where_empty(self._impl.mla_decode_s(batch, ctx, heads, dtype), batch, ctx)
 
-    def allreduce_s(self, message_bytes, n_gpus: int):
+    def allreduce_s(self, message_bytes, n_gpus: int, table=None):
         """All-reduce of message_bytes (the buffer each GPU holds) over n_gpus; 0 for 1 GPU. Measured:
-        the faster of NCCL and the framework's own all-reduce at that size. Seconds."""
-        return _zero_where_empty(self._impl.comm_s("all_reduce", message_bytes, n_gpus), message_bytes)
+        the faster of NCCL and the framework's own all-reduce at that size, or the one ``table``
+        names ("nccl" | "custom"; see ``has_allreduce_table``). Seconds."""
+        t = self._impl.comm_s("all_reduce", message_bytes, n_gpus, table) if table else \
+            self._impl.comm_s("all_reduce", message_bytes, n_gpus)
+        return _zero_where_empty(t, message_bytes)
+
+    def has_allreduce_table(self, table: str) -> bool:
+        """True when this model prices the all-reduce of ``table`` ("nccl": NCCL's, "custom": the
+        framework's custom kernel) from measured tables (measured, anchored backends)."""
+        keys = getattr(self._impl, "comm_keys", None)
+        return bool(keys and keys("all_reduce", table))
 
     def allgather_s(self, message_bytes, n_gpus: int):
         """NCCL all-gather, message_bytes as the source table's message size (see README). Seconds."""

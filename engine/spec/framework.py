@@ -45,7 +45,7 @@ def __getattr__(name):
 
 
 PREEMPTIONS = ("recompute", "swap", "none")
-ALLREDUCES = ("analytical", "one_shot", "nccl")
+ALLREDUCES = ("analytical", "one_shot", "two_shot", "nccl")   # engine.cost.allreduce
 KERNEL_TABLES = ("none", "trtllm", "vllm", "sglang")
 
 
@@ -79,9 +79,13 @@ class FrameworkSpec:
         stream), on top of the calibration's per-token overhead;
     frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver;
         an iteration emitting n tokens lasts at least n / frontend_tok_s; 0 = no limit;
-    allreduce: TP all-reduce implementation: analytical (engine.analytical.allreduce's alpha-beta
-        model) | one_shot (custom all-reduce kernel: every rank reads all peers once over
-        NVLink, one latency term) | nccl (NCCL ring/tree);
+    allreduce: TP all-reduce implementation (engine.cost.allreduce: formulas and sources):
+        analytical (the engine's own model: engine.analytical.allreduce's alpha-beta ring/tree on
+        the roofline, the faster of NCCL and the custom kernel on measured tables) | one_shot
+        (custom all-reduce, 1 stage: every rank reads all n-1 peers once over NVLink, one latency
+        term) | two_shot (custom all-reduce, reduce-scatter + all-gather, two latency terms) | nccl
+        (NCCL ring/tree, the faster); measured tables of that implementation where the chip has
+        them (custom: the framework's kernel as shipped), the alpha-beta form where not;
     kernel_tables: framework whose measured kernel tables price operators (none | trtllm | vllm |
         sglang; none = roofline), read by the kernel-cost backend;
     sources: URLs / repository paths of the upstream defaults the profile relies on.
