@@ -16,6 +16,9 @@ from runner.tools.validate.predict import Runner
 from runner.tools.validate.report import coverage, summarize, table_text, write_files
 from runner.tools.validate.rows import DEFAULT_CSV, _model_config, read_cases
 
+#: The --help line (the package docstring's first).
+DESCRIPTION = "The ``simllm-validate`` console script: predicted vs published measurements, row by row."
+
 
 def run(args) -> dict:
     from runner.tools.cli import Steps
@@ -113,7 +116,7 @@ def _run(args, steps) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="simllm-validate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="simllm-validate", description=DESCRIPTION)
     ap.add_argument("--csv", default=str(DEFAULT_CSV), help="measured points (measured_dev.csv columns)")
     ap.add_argument("--calibration", default="default", help="conf/calibration option to predict with")
     ap.add_argument("--only", default="", help="regex on row ids (e.g. 'GF|TPM')")
