@@ -290,7 +290,7 @@ def short_overrides(overrides, engine: str = "analytical", limit: int = 200) -> 
 
 
 def run_name(cfg: DictConfig | dict, overrides=(), ident: dict | None = None) -> str:
-    """tracking.run_name, else engine:hardware:model[:framework][:draft]:tpN:bB (a DES run: its
+    """tracking.run_name, else engine:hardware:model:framework[:draft]:tpN:bB (a DES run: its
     workload's name instead of the batch) followed by the job's other overrides, shortened
     (``short_overrides``: the swept values of a multirun). Names are the resolved ones
     (``identity``: the name in a model.hf_config JSON). Works on a config or its container."""
@@ -299,8 +299,7 @@ def run_name(cfg: DictConfig | dict, overrides=(), ident: dict | None = None) ->
     ident = identity(cfg) if ident is None else ident
     eng = cfg["engine"]["name"]
     parts = [eng, cfg["hardware"]["name"], ident.get("model.name", cfg["model"]["name"])]
-    if ident.get("framework", "generic") != "generic":
-        parts.append(ident["framework"])
+    parts.append(ident.get("framework") or cfg["framework"]["name"])
     if ident.get("draft_model"):
         parts.append(f"draft={ident['draft_model']}")
     parts.append(f"tp{cfg['partition']['tp']}")

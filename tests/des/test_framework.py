@@ -74,5 +74,5 @@ def test_yaml_defaults_agree_with_the_specs_and_schemas():
     spec = {f.name: (list(v) if isinstance(v, tuple) else v)
             for f in fields(DesSpec) if f.name != "framework" for v in [getattr(DesSpec(), f.name)]}
     assert des_yaml == spec == asdict(DesSchema())
-    s = compose_specs()            # the default config: framework generic
+    s = compose_specs("framework=generic")   # the neutral profile equals FrameworkSpec's defaults
     assert s.framework == FrameworkSpec(sources=s.framework.sources)

@@ -29,7 +29,9 @@ BASE = ("model=llama_3_1_70b", "hardware=h100_sxm", "partition=tp8", "calibratio
         # conf/calibration/default.yaml to measurements does not move this check
         "calibration.compute_efficiency=0.88", "calibration.memory_bandwidth_efficiency=0.85",
         "calibration.comm_efficiency=0.75", "calibration.step_overhead=0", "calibration.per_token_overhead=0",
-        "calibration.per_request_overhead=0", "calibration.launch_overhead=0")
+        "calibration.per_request_overhead=0", "calibration.launch_overhead=0",
+        # the roofline prices and the alpha-beta all-reduce of the hand derivation: the neutral profile
+        "framework=generic")
 
 
 def test_llama70b_tp8_tpot_is_bandwidth_bound_and_plausible(cfg_of):

@@ -8,4 +8,4 @@ from tests.conftest import compose_specs
 
 @pytest.fixture(scope="module")
 def base_specs():
-    return compose_specs("calibration.per_request_overhead=0")
+    return compose_specs("calibration.per_request_overhead=0", "framework=generic")   # as tests/des

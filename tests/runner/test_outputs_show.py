@@ -29,7 +29,7 @@ def test_pareto_job_prints_its_frontier(cfg_of, tmp_path, capsys):
     lines = out.strip().splitlines()
     # the default frontier: decode throughput per GPU against interactivity
     front = t.filter(pl.col("on_frontier")).sort("decode_throughput_tok_s_per_gpu", descending=True)
-    assert lines[0].startswith("Pareto frontier of llama_3_1_70b on h100_sxm (generic), 8 devices: "
+    assert lines[0].startswith("Pareto frontier of llama_3_1_70b on h100_sxm (vllm_v1), 8 devices: "
                                f"{front.height} winners of {s['pareto_points']} points (decode tok/s/GPU")
     head = lines[1].split()
     assert head[:3] == ["partition", "batch", "chunk"] and "tok/s/GPU" in lines[1]

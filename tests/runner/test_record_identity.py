@@ -51,7 +51,7 @@ def test_hf_config_names_the_json_model_everywhere(cfg_of, mlflow_uri, tmp_path,
         ("qwen3_30b_a3b", str(hf["num_hidden_layers"]), str(hf["num_experts"]))
     assert (t["simllm.model"], t["simllm.model.num_layers"], t["simllm.model.num_experts"]) == \
         ("qwen3_30b_a3b", "48", "128")
-    assert run.info.run_name == "analytical:h100_sxm:qwen3_30b_a3b:tp1:b16"
+    assert run.info.run_name == "analytical:h100_sxm:qwen3_30b_a3b:vllm_v1:tp1:b16"
     # config.yaml re-composes to the same model: the shipped option mapped from the same JSON
     # computes the same numbers
     summary = json.loads((job / "summary.json").read_text())["summary"]
@@ -74,7 +74,7 @@ def test_conf_model_option(cfg_of, mlflow_uri, tmp_path, capsys):
     assert (t["simllm.model"], t["simllm.model.num_layers"], t["simllm.model.num_experts"],
             t["simllm.model.experts_per_token"]) == \
         ("mixtral_8x7b", str(opt["num_layers"]), str(opt["num_experts"]), str(opt["experts_per_token"]))
-    assert run.info.run_name == "analytical:h100_sxm:mixtral_8x7b:tp2:b16"
+    assert run.info.run_name == "analytical:h100_sxm:mixtral_8x7b:vllm_v1:tp2:b16"
 
 
 def test_draft_model_by_vendor_name_and_json(cfg_of, mlflow_uri, tmp_path, capsys):
@@ -87,7 +87,7 @@ def test_draft_model_by_vendor_name_and_json(cfg_of, mlflow_uri, tmp_path, capsy
     assert (t["simllm.draft_model"], t["simllm.draft_model.num_layers"],
             t["simllm.draft_model.num_experts"]) == ("llama_3_1_8b", "32", "0")
     assert run.data.params["engine.analytical.spec_decode.draft_model"] == "llama_3_1_8b"
-    assert run.info.run_name == "analytical:h100_sxm:llama_3_1_70b:draft=llama_3_1_8b:tp4:b16"
+    assert run.info.run_name == "analytical:h100_sxm:llama_3_1_70b:vllm_v1:draft=llama_3_1_8b:tp4:b16"
 
 
 def test_draft_model_from_a_config_json(cfg_of, mlflow_uri, tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_spec_sheet_hardware_with_an_override(cfg_of, mlflow_uri, tmp_path, caps
     p, t = run.data.params, run.data.tags
     assert p["hardware.name"] == "jalapeno" and p["hardware.hbm_bandwidth"] == "8TB/s"
     assert t["simllm.hardware"] == "jalapeno[hbm_bandwidth=8TB/s]" and t["simllm.hardware.name"] == "jalapeno"
-    assert run.info.run_name == "analytical:jalapeno:llama_7b_specsheet:tp1:b16 hbm_bandwidth=8TB/s"
+    assert run.info.run_name == "analytical:jalapeno:llama_7b_specsheet:vllm_v1:tp1:b16 hbm_bandwidth=8TB/s"
 
 
 def test_framework_profile(cfg_of, mlflow_uri, tmp_path, capsys):
@@ -123,11 +123,11 @@ def test_framework_profile(cfg_of, mlflow_uri, tmp_path, capsys):
 def test_des_run_name_names_the_swept_values(cfg_of, mlflow_uri, tmp_path, capsys):
     run, _, _ = _job(cfg_of, mlflow_uri, tmp_path, "engine=des", "workload=poisson_chat",
                      "workload.num_requests=20", "workload.rate_rps=4")
-    assert run.info.run_name == "des:h100_sxm:llama_3_1_8b:tp1:poisson_chat num_requests=20 rate_rps=4"
+    assert run.info.run_name == "des:h100_sxm:llama_3_1_8b:vllm_v1:tp1:poisson_chat num_requests=20 rate_rps=4"
     # two keys with the same last part keep their full keys; result-neutral keys are left out
     cfg = cfg_of("engine=des")
     assert run_name(cfg, ["hardware.tdp=500", "framework.tdp=1", "tracking.uri=x", "hydra.job.chdir=true"]) \
-        == "des:h100_sxm:llama_3_1_8b:tp1:chat hardware.tdp=500 framework.tdp=1"
+        == "des:h100_sxm:llama_3_1_8b:vllm_v1:tp1:chat hardware.tdp=500 framework.tdp=1"
 
 
 def test_vendor_model_names_resolve_to_the_shipped_options():
