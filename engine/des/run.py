@@ -17,7 +17,7 @@ from engine.des.features import report as feature_report
 from engine.des.cluster import Loop, Router, kv_time_average
 from engine.des.fleet import make_fleet
 from engine.des.fleet import results as fleet_results
-from engine.des.sessions import transform
+from engine.des.workload.sessions import transform
 from engine.des.assembly import assemble
 from engine.des.config import DesSpec, deployment
 from engine.des.metrics import request_table, summarize
@@ -146,7 +146,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     specs, des = deployment(specs, des)
     stream = stream if stream is not None else build_stream(specs.workload)
     stream0 = stream                  # as given: a counterfactual re-run starts from it again
-    if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.sessions)
+    if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.workload.sessions)
         stream = transform(stream, des)
     # replicas, KV pools, prefix caches, step functions and features: the one assembly the
     # live engine builds too (engine.des.assembly)

@@ -42,7 +42,7 @@ class State:
         #: measurement window (t_start, t_end or inf, drop requests completing after t_end) set
         #: by the event loop from DesSpec.warmup_s / exclude_drain; None = every request counts
         self.window = None
-        # energy attributed to each request [J] (engine.des.power; zero without a power model)
+        # energy attributed to each request [J] (engine.des.features.power; zero without a power model)
         self.energy_prefill_j = np.zeros(n)
         self.energy_decode_j = np.zeros(n)
         #: per-token timestamps [s], a list of arrays per request (engine.des.token_times), or None

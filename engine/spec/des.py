@@ -42,7 +42,7 @@ _FILTER_TERM = r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d
 
 @dataclass(frozen=True)
 class RequestClass:
-    """One request class of ``DesSpec.classes`` (engine.des.sessions.apply_classes).
+    """One request class of ``DesSpec.classes`` (engine.des.workload.sessions.apply_classes).
 
     name: label of its results (``class_<name>_*``; '' = its index: ``class<i>_*``);
     share: fraction of the stream's requests it takes (classes without a filter; they sum to 1);
@@ -151,7 +151,7 @@ class DesSpec:
         the load drains); throughput counts the completions inside that window over its length.
         The per-request table keeps every request (column ``measured`` marks the window).
 
-    Cluster scale (engine.des.fleet, engine.des.kv.tiers, engine.des.sessions; all off by default):
+    Cluster scale (engine.des.fleet, engine.des.kv.tiers, engine.des.workload.sessions; all off by default):
     arrival_dist: none | poisson | gamma | weibull: the open-loop stream's gaps drawn again from
         that law with the stream's mean gap and coefficient of variation arrival_cv
         (engine.des.workload.arrivals), before the traffic shape;
@@ -274,11 +274,11 @@ class DesSpec:
     classes: tuple = param((), config_type=list)
     deadline_s: float = 0.0
     prefix_index: str = "routed"
-    # outputs (engine.des.extras): the per-request table as parquet | csv (table.csv like the
+    # outputs (engine.des.features.report): the per-request table as parquet | csv (table.csv like the
     # SimLLM seed's results/q512.csv); per-token timestamps (token_times_s, itl_ms list columns)
     output_format: str = "parquet"
     token_times: bool = False
-    # device power and the TDP-driven throttle (engine.des.power):
+    # device power and the TDP-driven throttle (engine.des.features.power):
     # peak_power_ratio: unthrottled draw at full roofline utilisation / hardware.tdp (1 = TDP only
     #     at u = 1, the analytical energy model; > 1 lets a busy chip ask for more than TDP);
     # throttle: cap the sustained power at TDP: while the power averaged over

@@ -10,7 +10,7 @@ import pytest
 from engine.des import simulate
 from engine.des.kv import PrefixCache
 from engine.des.metrics import jain_index, priority_inversions
-from engine.des.sessions import sessionize, shape_arrivals
+from engine.des.workload.sessions import sessionize, shape_arrivals
 from engine.des.kv import TieredPrefixCache, tier_setup
 from engine.des.workload import RequestStream
 from engine.errors import SpecError
@@ -189,7 +189,7 @@ def test_tiers_need_prefix_caching(specs_with):
 
 @pytest.mark.parametrize("kind, cv", [("weibull", 2.0), ("weibull", 0.5), ("gamma", 3.0)])
 def test_redrawn_gaps_keep_the_mean_rate_and_have_the_asked_cv(kind, cv):
-    from engine.des.sessions import redraw_gaps
+    from engine.des.workload.sessions import redraw_gaps
     from engine.des.workload import weibull_shape
 
     # Weibull cv 1 is the exponential (k = 1); at k = 0.5, G(5)/G(3)^2 - 1 = 24/4 - 1 = 5 (cv 2.236)
@@ -203,7 +203,7 @@ def test_redrawn_gaps_keep_the_mean_rate_and_have_the_asked_cv(kind, cv):
 
 
 def test_inference_perf_config_maps_to_a_trace():
-    from engine.des.trace import inference_perf_requests
+    from engine.des.workload.importers import inference_perf_requests
 
     cfg = {"load": {"type": "constant", "stages": [{"rate": 2, "duration": 10}, {"rate": 5, "duration": 4}]},
            "data": {"type": "shared_prefix", "shared_prefix": {

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from engine.des import simulate
-from engine.des.sessions import apply_classes
+from engine.des.workload.sessions import apply_classes
 from engine.des.workload import RequestStream
 from engine.errors import SpecError
 from engine.spec import DesSpec
@@ -177,7 +177,8 @@ def _servegen_dir(tmp_path):
 
 
 def test_servegen_pool_maps_to_a_trace(tmp_path):
-    from engine.des.trace import load_trace, servegen_requests
+    from engine.des.workload.importers import servegen_requests
+    from engine.des.workload.trace import load_trace
     from engine.spec.workload import TraceSpec
 
     d = _servegen_dir(tmp_path)
@@ -310,7 +311,8 @@ def test_classes_deadline_and_index_compose_from_hydra():
 
 
 def test_inference_perf_random_data_loads_as_a_trace(tmp_path):
-    from engine.des.trace import inference_perf_requests, load_trace
+    from engine.des.workload.importers import inference_perf_requests
+    from engine.des.workload.trace import load_trace
     from engine.spec.workload import TraceSpec
 
     cfg = {"load": {"type": "constant", "stages": [{"rate": 4, "duration": 5}]},

@@ -72,14 +72,14 @@ def assumptions(specs, des, feats: dict) -> list:
         out.append(Assumption("power", f"P = TDP x ({specs.analytical.idle_power_fraction} + "
                               f"({pw.peak_power_ratio:g} - {specs.analytical.idle_power_fraction}) x busy "
                               "fraction) per device",
-                              "busy = the iteration's roofline time (engine.des.power); an iteration's "
+                              "busy = the iteration's roofline time (engine.des.features.power); an iteration's "
                               "energy shared by its tokens (prefill chunk tokens, one per decoding "
                               "sequence)"))
         if pw.throttle:
             out.append(Assumption("TDP throttle", f"sustained ({pw.throttle_time_constant_s:g} s average) power capped "
                                   f"at {specs.hardware.tdp_w:g} W, clock >= {pw.throttle_min_clock:g}",
                                   "the busy part of an iteration stretches so its power equals TDP while "
-                                  "the average exceeds TDP (engine.des.power)"))
+                                  "the average exceeds TDP (engine.des.features.power)"))
     else:
         out.append(Assumption("power", "not modelled", "hardware.tdp not given: no energy figures"))
     out.append(Assumption("SRAM", f"{specs.hardware.sram_bytes / 1e6:g} MB on chip: unused",

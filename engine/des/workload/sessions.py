@@ -48,7 +48,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.des.workload import RequestStream
+from engine.des.workload.stream import RequestStream
 
 #: hash-id offset between sessions (ids of session s: (s + 1) x this + block)
 _SESSION_STRIDE = 1 << 24
@@ -106,7 +106,7 @@ def redraw_gaps(arrival_s: np.ndarray, des, rng: np.random.Generator) -> np.ndar
     """The open-loop arrivals with their gaps drawn again from ``des.arrival_dist`` at the same
     mean rate (n - 1) / span and coefficient of variation ``des.arrival_cv`` (the project's one
     arrivals generator, engine.des.workload.arrivals), in the original order of the requests."""
-    from engine.des.workload import arrivals
+    from engine.des.workload.arrivals import arrivals
 
     a = np.asarray(arrival_s, dtype=np.float64)
     order = np.argsort(a, kind="stable")
@@ -203,7 +203,7 @@ def _matches(c, stream: RequestStream) -> np.ndarray:
 def apply_classes(stream: RequestStream, des) -> RequestStream:
     """Request classes of ``des.classes`` (module docstring): sets ``klass``, ``priority`` and
     the lengths of classes with their own distributions. Identity without classes."""
-    from engine.des.workload import sample_lengths
+    from engine.des.workload.lengths import sample_lengths
     from engine.errors import SpecError
 
     classes = des.classes

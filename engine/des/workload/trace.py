@@ -1,0 +1,158 @@
+"""Read a request trace (CSV, JSON, JSON Lines, Parquet) into arrival times, lengths and hashes.
+
+Known layouts are detected from their column names when the spec names no columns:
+    Azure LLM inference 2023:  TIMESTAMP (datetime), ContextTokens, GeneratedTokens
+    Vidur processed traces:    arrived_at (s), num_prefill_tokens, num_decode_tokens
+    Vidur length-only stats:   num_prefill_tokens, num_decode_tokens
+    Mooncake (FAST'25):        timestamp (ms), input_length, output_length, hash_ids
+Arrival times are returned in seconds since the first row.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from engine.errors import SpecError
+from engine.spec.workload import TraceSpec
+
+#: (arrival, prompt, output, hashes, time unit) of the known layouts, tried in order.
+KNOWN_LAYOUTS = (
+    ("TIMESTAMP", "ContextTokens", "GeneratedTokens", "", "datetime"),
+    ("timestamp", "input_length", "output_length", "hash_ids", "ms"),
+    ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "", "s"),
+    ("", "num_prefill_tokens", "num_decode_tokens", "", "s"),
+    ("", "input_length", "output_length", "hash_ids", "ms"),
+)
+
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+@dataclass
+class Trace:
+    """Rows of a trace: arrival_s (None when the trace has no times), lengths, optional hashes."""
+
+    arrival_s: np.ndarray | None
+    prompt: np.ndarray
+    output: np.ndarray
+    hashes: list | None
+    path: str
+    #: the trace's other numeric columns (name -> float64 per row), for request-class filters
+    #: (engine.des.classes: e.g. "client == 3" on a ServeGen trace)
+    columns: dict | None = None
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+
+def _read(path: Path, fmt: str) -> pl.DataFrame:
+    fmt = fmt if fmt != "auto" else path.suffix.lower().lstrip(".")
+    if fmt == "csv":
+        return pl.read_csv(path)
+    if fmt in ("jsonl", "ndjson"):
+        return pl.read_ndjson(path)
+    if fmt == "json":
+        try:
+            return pl.read_json(path)
+        except Exception:  # noqa: BLE001 - a .json file may hold JSON Lines
+            return pl.read_ndjson(path)
+    if fmt in ("parquet", "pq"):
+        return pl.read_parquet(path)
+    raise SpecError("workload.trace.format", fmt, "csv, json, jsonl or parquet (or a file with that suffix)")
+
+
+def _columns(df: pl.DataFrame, spec: TraceSpec):
+    """(arrival, prompt, output, hashes, unit) column names for this frame."""
+    cols = set(df.columns)
+    if spec.prompt_column or spec.output_column:
+        layout = (spec.arrival_column, spec.prompt_column, spec.output_column, spec.hash_column,
+                  spec.time_unit)
+    else:
+        for layout in KNOWN_LAYOUTS:
+            if all(c in cols for c in layout[:4] if c):
+                break
+        else:
+            raise SpecError("workload.trace.prompt_column", "", f"column names for {spec.path} "
+                            f"(columns: {', '.join(df.columns)}; no known layout matched)")
+        if spec.time_unit != "auto":
+            layout = layout[:4] + (spec.time_unit,)
+        if spec.hash_column:
+            layout = layout[:3] + (spec.hash_column,) + layout[4:]
+    for key, c in zip(("arrival_column", "prompt_column", "output_column", "hash_column"), layout[:4]):
+        if c and c not in cols:
+            raise SpecError(f"workload.trace.{key}", c, f"a column of {spec.path} ({', '.join(df.columns)})")
+    return layout
+
+
+def _lengths(df: pl.DataFrame, col: str, key: str, path: str) -> np.ndarray:
+    """A token-length column as int64; cells that are not whole numbers become -1 (dropped with
+    the other non-positive rows); a column that is not numeric at all is an error naming it."""
+    c = df[col]
+    if c.dtype == pl.String or c.dtype.is_float():
+        c = c.cast(pl.Float64, strict=False)
+    elif not c.dtype.is_integer():
+        raise SpecError(f"workload.trace.{key}", col, f"a numeric token-length column in {path} "
+                        f"(it holds {c.dtype})")
+    v = c.to_numpy().astype(float)
+    ok = np.isfinite(v) & (v == np.floor(v)) & (np.abs(v) < 2**62)
+    return np.where(ok, v, -1).astype(np.int64)
+
+
+def load_trace(spec: TraceSpec) -> Trace:
+    """Read ``spec.path`` into a :class:`Trace` (lengths as int64, arrivals in s from the first row)."""
+    path = Path(spec.path)
+    if not path.is_file():
+        raise SpecError("workload.trace.path", spec.path, "an existing trace file")
+    try:
+        df = _read(path, spec.format)
+    except SpecError:
+        raise
+    except Exception as e:  # noqa: BLE001 - polars/arrow raise many kinds on truncated or binary files
+        raise SpecError("workload.trace.path", spec.path,
+                        f"a readable {spec.format if spec.format != 'auto' else path.suffix} trace "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    arr_c, pr_c, out_c, hash_c, unit = _columns(df, spec)
+    prompt = _lengths(df, pr_c, "prompt_column", spec.path)
+    output = _lengths(df, out_c, "output_column", spec.path)
+    keep = (prompt > 0) & (output > 0)
+    arrival = None
+    if arr_c:
+        col = df[arr_c]
+        if unit == "datetime" or (unit == "auto" and col.dtype == pl.String):
+            if col.dtype == pl.String:
+                col = col.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+            arrival = col.dt.epoch("us").cast(pl.Float64).to_numpy() * 1e-6
+        else:
+            scale = _UNIT_S.get(unit, 1.0)
+            arrival = col.cast(pl.Float64, strict=False).to_numpy() * scale
+        keep &= np.isfinite(arrival)
+    hashes = None
+    if hash_c:
+        try:
+            hashes = [np.asarray(h if h is not None else [], dtype=np.int64) for h in df[hash_c].to_list()]
+        except (TypeError, ValueError, OverflowError):
+            raise SpecError(f"workload.trace.hash_column", hash_c,
+                            f"a column of integer lists (prefix block hashes) in {spec.path}") from None
+    used = {arr_c, pr_c, out_c, hash_c}
+    extra = {c: df[c].cast(pl.Float64, strict=False).to_numpy() for c in df.columns
+             if c not in used and (df[c].dtype.is_integer() or df[c].dtype.is_float())}
+    if not keep.all():
+        idx = np.flatnonzero(keep)
+        prompt, output = prompt[idx], output[idx]
+        arrival = arrival[idx] if arrival is not None else None
+        hashes = [hashes[i] for i in idx] if hashes is not None else None
+        extra = {c: v[idx] for c, v in extra.items()}
+    if len(prompt) == 0:
+        raise SpecError("workload.trace.path", spec.path, "a trace with at least one row of positive lengths")
+    if arrival is not None:
+        order = np.argsort(arrival, kind="stable")
+        if not (order == np.arange(len(order))).all():
+            arrival, prompt, output = arrival[order], prompt[order], output[order]
+            hashes = [hashes[i] for i in order] if hashes is not None else None
+            extra = {c: v[order] for c, v in extra.items()}
+        arrival = arrival - arrival[0]
+    return Trace(arrival, prompt.astype(np.int64), output.astype(np.int64), hashes, str(path), extra or None)
+
+
+__all__ = ["KNOWN_LAYOUTS", "Trace", "load_trace"]
