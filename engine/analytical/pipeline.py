@@ -273,7 +273,11 @@ def _spec_decode(specs: Specs, x: dict, sm, dc: dict, pf: dict) -> dict:
         else:   # the target's tp where the draft's heads divide, else 1
             ok = ((dm.num_heads % tp == 0) & ((dm.num_kv_heads % tp == 0) | (tp % dm.num_kv_heads == 0)))
             tp_d, ep_d = np.where(ok, tp, 1.0), 1.0
-        sm_d = step.build(dsp, tp_d, 1.0, ep_d, sp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
+        # the draft runs at the peak of its own math dtype (a bf16 draft beside an fp8 target: the
+        # bf16 peak), moved by the same what-if factor as the target's peak in a sweep
+        hw = specs.hardware
+        peak_d = x["peak_flops_s"] * (hw.peak_flops(dm.math_dtype) / hw.peak_flops(m.math_dtype))
+        sm_d = step.build(dsp, tp_d, 1.0, ep_d, sp, peak_d, x["hbm_bandwidth_bytes_s"],
                           x["compute_efficiency"], x["memory_bandwidth_efficiency"])
         dd = decode.tpot(sm_d, dm, B, S, N, 1.0, 1)
         draft_s, draft_busy = sd.gamma * dd["tpot_s"], sd.gamma * dd["roof_s"]
