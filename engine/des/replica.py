@@ -14,8 +14,9 @@ prices it: a ``MixedRun`` (one iteration of prompt chunks, maybe with decodes; `
 ``DecodeRun`` (k pure decode steps, sized by the ``decoding`` slot: engine.des.features.decoding,
 or speculation); ``finish(t)`` commits it when it ends (tokens, KV blocks, first tokens, prefix
 cache entries, completions). Beside this file: the waiting queue and its policy
-(engine.des.queue), the KV-fit test, admission and preemption (engine.des.admission), the block
-pool and prefix cache (engine.des.kv). Optional features sit in three slots with null defaults
+(engine.des.queue), the KV-fit test, admission and preemption (engine.des.admission), completion,
+hand-off and abort (engine.des.departures), the run records (engine.des.runs), the block pool
+and prefix cache (engine.des.kv). Optional features sit in three slots with null defaults
 (engine.des.features.base): ``decoding``, ``power``, ``hooks``.
 
 Out of KV blocks during decode: the most recently admitted sequence is preempted (recompute:
@@ -31,16 +32,16 @@ CUDA-graph padding and the framework's host costs (per-iteration and per-token o
 front end's token ceiling) are priced by the step path (``StepModel``), the same for both engines.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from engine.des.admission import Admission
+from engine.des.departures import Departures
 from engine.des.config import DesSpec
 from engine.des.features.base import NO_FEATURE, NO_POWER
 from engine.des.features.decoding import PLAIN
 from engine.des.kv import KvPool, PrefixCache
 from engine.des.queue import KEYS, Queue
+from engine.des.runs import DecodeRun, MixedRun
 from engine.des.schedulers import make as make_scheduler
 from engine.des.state import State
 
@@ -51,39 +52,7 @@ def _no_preempt_hook(rep, s) -> None:
     """The default ``on_preempt``: nobody listens."""
 
 
-@dataclass(slots=True)
-class DecodeRun:
-    """k pure decode steps of every running sequence, planned at ``start``."""
-
-    start: float
-    cum: np.ndarray          # cumulative step times [s]
-    k: int
-    used: int                # KV blocks in use during the run
-    at_completion: bool | None   # True: ends at a completion; None: truncated by an arrival
-    steps: np.ndarray        # the k step times [s]
-    emit: np.ndarray | None = None    # speculative: tokens each sequence emitted by step j (k x n)
-    busy: object = None               # roofline-busy part of the steps [s]: array or line (features.power)
-    energy: np.ndarray | None = None  # joules of each step (all devices of the replica)
-    pstate: tuple | None = None       # power-limiter state after each step
-
-
-@dataclass(slots=True)
-class MixedRun:
-    """One iteration: prompt ``chunks`` [(slot, tokens)] plus the decoding slots ``didx``."""
-
-    start: float
-    dur: float
-    chunks: list
-    didx: np.ndarray | None
-    used: int
-    nd: int
-    busy: float = 0.0                 # roofline-busy part [s] (energy; features.power)
-    energy: np.ndarray | None = None  # joules of the iteration (1 entry)
-    pstate: tuple | None = None
-    emit: np.ndarray | None = None    # speculative: tokens each of ``didx`` emits
-
-
-class Replica(Queue, Admission):
+class Replica(Queue, Admission, Departures):
     """One replica's running slots, queue and KV pool (see the module docstring)."""
 
     def __init__(self, idx: int, st: State, spec: DesSpec, total_blocks: int, step_time,
@@ -223,9 +192,7 @@ class Replica(Queue, Admission):
         j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
         if j >= run.k:
             return None
-        cut = (lambda a: a if a is None or isinstance(a, tuple) else a[:j])
-        self.run = DecodeRun(run.start, run.cum[:j], j, run.used, None, run.steps[:j], cut(run.emit),
-                             cut(run.busy), cut(run.energy), run.pstate)
+        self.run = run.first(j)
         return run.start + float(run.cum[j - 1])
 
     # ------------------------------------------------------------------ commit
@@ -333,79 +300,3 @@ class Replica(Queue, Admission):
                     newb = -(-(int(st.prompt[rid]) + int(st.output[rid]) - cached) // self.bs)
                 kv.cache_prompt(h[nhit:nfull], int(self.blocks[s]), newb)
                 self.blocks[s], self.cached[s], self.nhit[s] = newb, cached, nfull
-
-    def _unpin(self, idx):
-        """Unpin the prefix entries of slots ``idx``."""
-        kv, st = self.kv, self.st
-        for s in idx[self.nhit[idx] > 0]:
-            kv.unpin(st.hashes[int(self.rid[s])][:int(self.nhit[s])])
-
-    def _release(self, s):
-        """Free slot ``s``'s KV blocks and unpin its prefix entries."""
-        self.kv.give(int(self.blocks[s]))
-        if self.nhit[s]:
-            self.kv.unpin(self.st.hashes[int(self.rid[s])][:int(self.nhit[s])])
-
-    def _remove(self, s):
-        """Free slot ``s`` (``_release``) and move the last running slot into it."""
-        self._release(s)
-        last = self.n - 1
-        if s != last:
-            self._ints[:, s] = self._ints[:, last]
-            self.last[s] = self.last[last]
-        self.n = last
-
-    def _hand_off(self, t):
-        """Prefill role: every sequence whose prompt is done and that still has tokens to emit
-        leaves for a decode replica (its KV is sent there; blocks here are freed)."""
-        n = self.n
-        go = (self.pf[:n] == 0) & (self.left[:n] > 0)
-        if not go.any():
-            return
-        st = self.st
-        idx = np.flatnonzero(go)
-        rid = self.rid[idx]
-        st.emitted[rid] = st.output[rid] - self.left[idx]
-        st.last_token[rid] = self.last[idx]
-        st.kv_ready[rid] = True
-        self.kv.give(int(self.blocks[idx].sum()))
-        if self.kv.prefix is not None:
-            self._unpin(idx)
-        keep = np.flatnonzero(~go)
-        m = len(keep)
-        self._ints[:, :m] = self._ints[:, keep]
-        self.last[:m] = self.last[keep]
-        self.n = m
-        self.handoffs.extend(rid.tolist())
-
-    def _complete(self, t):
-        n = self.n
-        if not n or self.left[:n].min() > 0:
-            return ()
-        done = self.left[:n] <= 0
-        idx = np.flatnonzero(done)
-        rid = self.rid[idx]
-        self.st.completion[rid] = t
-        self.kv.give(int(self.blocks[idx].sum()))
-        if self.kv.prefix is not None:
-            self._unpin(idx)
-        m = n - len(idx)
-        if m:
-            keep = np.flatnonzero(~done)
-            self._ints[:, :m] = self._ints[:, keep]
-            self.last[:m] = self.last[keep]
-        self.n = m
-        return rid.tolist()
-
-    # ----------------------------------------------------------- leaving early
-    def abort(self, rid: int) -> bool:
-        """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
-        blocks freed and prefix entries unpinned and its slot compacted as a preemption does
-        (``_remove``); not requeued. False if it is not running here."""
-        hit = np.flatnonzero(self.rid[:self.n] == rid)
-        if not hit.size:
-            return False
-        s = int(hit[0])
-        self.st.emitted[rid] = int(self.st.output[rid]) - int(self.left[s])
-        self._remove(s)
-        return True

@@ -29,7 +29,7 @@ class PlainDecoding:
     def plan_run(self, rep, t):
         """Plan k decode steps for all running sequences of ``rep`` (all are decoding): KV blocks
         for the k steps taken, priced (power limiter included); returns the end time."""
-        from engine.des.replica import DecodeRun
+        from engine.des.runs import DecodeRun
 
         n = rep.n
         bs = rep.bs

@@ -173,7 +173,7 @@ class Speculation:
     def plan_run(self, rep, t: float):
         """Plan a run of speculative decode steps on replica ``rep`` (all running sequences are
         decoding); returns its end time (``PlainDecoding.plan_run`` with speculation)."""
-        from engine.des.replica import DecodeRun
+        from engine.des.runs import DecodeRun
 
         g, bs, kv = self.gamma, rep.bs, rep.kv
         n = rep.n
