@@ -1,12 +1,48 @@
-"""Discrete-event serving engine: request streams and benchmark-style clients, continuous batching
-by a scheduler strategy per serving framework (engine.des.schedulers), a paged KV pool with
-prefix caching and preemption (engine.des.kv), replicas behind a router, per-request
-TTFT/TPOT distributions.
+"""Discrete-event serving engine: a request stream served by continuous-batching replicas, each an
+iteration-level scheduler over a paged KV pool, behind a router; per-request TTFT/TPOT/ITL.
 
-``run(specs) -> RunResult`` and ``simulate(specs) -> SimResult`` (adds the raw state and the
-optional per-iteration timeline) read their settings from ``specs.des`` (DesSpec), whose null
+Reading guide (open in this order):
+    run.py          ``simulate(specs) -> SimResult`` / ``run(specs) -> RunResult``: build, loop,
+                    summarise; the bound label from the step model's decode pass
+    assembly.py     the ONE assembly of a deployment (replicas, KV pools, prefix caches, step
+                    functions, features) that ``simulate`` and the live engine both use
+    cluster.py      the event loop (``Loop``: iteration ends, arrivals, plans; deterministic ties)
+                    and the routers
+    replica.py      one replica: running slots (structure of arrays) that price and commit a plan
+      queue.py        its waiting queue and the queue policy (fcfs, priority, sjf)
+      admission.py    the KV-fit test (written once), admission, decode reservation, preemption
+      departures.py   completion, hand-off to a decode replica, abort
+      runs.py         the priced iterations (MixedRun, DecodeRun)
+    schedulers/     one module per policy (vllm, sarathi, orca, sglang) with its traits;
+                    ``schedule(replica, t) -> Plan``
+    kv/             capacity in blocks, the block pool, the prefix cache, host/disk tiers
+    features/       optional behaviour behind null objects: plain or speculative decoding, power
+                    and the TDP throttle, token timestamps, head-of-line detector, lower bounds,
+                    what they add to the results (report.py)
+    workload/       the request stream: arrivals, lengths, traces and trace importers, clients,
+                    sessions
+    pricing.py      step-time functions from engine.analytical.step.StepModel (+ noise hook)
+    state.py        per-request timestamps and counters (numpy arrays by request id)
+    metrics.py      the per-request table and the percentile summary
+    live.py         ``LiveEngine``: the same replicas stepped by an outside clock (simllm-serve)
+    fleet.py        cluster-scale control (delayed signals, shedding, autoscaling, deadlines,
+                    sessions' turns, time series, decision trace), counterfactual.py its regret
+
+Extension points (touch counts):
+    a scheduler policy   engine/des/schedulers/<name>.py (a ``Scheduler`` with its traits and
+                         ``schedule``, ``@register("<name>")``) + its import in
+                         schedulers/__init__.py: 2 files; engine.spec validation,
+                         ``DesSpec.token_budget`` and engine.plan.bound read the registry
+    a feature            engine/des/features/<name>.py (a ``Feature`` overriding the hooks it
+                         needs, or a decoding/power slot strategy) + ``features.build`` (+
+                         ``features.report`` for its figures)
+    a trace importer     engine/des/workload/importers/<name>.py calling ``register`` + its import
+    a router             engine/des/cluster.py ``Router`` (fleet.py for the signal-aware ones)
+
+``run(specs)`` and ``simulate(specs)`` read their settings from ``specs.des`` (DesSpec), whose null
 scheduler settings come from ``specs.framework`` (FrameworkSpec); a DesSpec passed explicitly
-replaces ``specs.des``. Step times come from ``engine.analytical.step``.
+replaces ``specs.des``. Step times come from ``engine.analytical.step``. No Hydra, OmegaConf or
+MLflow here.
 """
 
 from engine.des.config import DesSpec
