@@ -8,7 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from engine.errors import SpecError
-from engine.spec import (CalibrationSpec, FrameworkSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec,
+from engine.spec import (CalibrationSpec, FrameworkSpec, HardwareSpec, ModelSpec, PartitionSpec,
                          Specs, WorkloadSpec)
 from runner.fields import from_mapping
 from runner.schema import (CalibrationSchema, FrameworkSchema, HardwareSchema, ModelSchema,
@@ -204,14 +204,6 @@ def analytical_spec(cfg: DictConfig):
     a = OmegaConf.to_container(node, resolve=True)
     a["overlap"] = _overlap(a["overlap"])
     return with_draft(from_mapping(AnalyticalSpec, a, "engine.analytical"))
-
-
-def noise_spec(cfg: DictConfig) -> NoiseSpec:
-    """``calibration.noise`` -> NoiseSpec (stall size and throttle time to seconds with pint)."""
-    n = cfg.calibration.get("noise")
-    if n is None:
-        return NoiseSpec()
-    return from_mapping(NoiseSpec, OmegaConf.to_container(n, resolve=True), "calibration.noise")
 
 
 #: Old keys already reported in this process (``renamed``).

@@ -10,7 +10,6 @@ throughput per GPU and higher interactivity (tokens/s per user = 1 / TPOT): sort
 descending and keep each point whose interactivity beats every point before it.
 """
 
-import dataclasses
 import itertools
 
 import numpy as np
@@ -162,9 +161,3 @@ def sweep(specs: Specs, devices: int, batches, chunks=(0,), max_tp=0, max_pp=0, 
     table = table.with_columns(pl.Series("on_frontier", on))
     frontier = table.filter(pl.col("on_frontier")).sort(x_metric)
     return table, frontier, dropped
-
-
-def with_partition(specs: Specs, tp, pp, ep, sp) -> Specs:
-    """The specs with one partition replaced (for a point-wise re-check of a frontier point)."""
-    return dataclasses.replace(specs, partition=dataclasses.replace(
-        specs.partition, tp=int(tp), pp=int(pp), ep=int(ep), sp=int(sp)))

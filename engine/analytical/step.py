@@ -110,11 +110,6 @@ class StepModel:
         return traffic.expected_experts_touched(self.num_experts, self.experts_per_token,
                                                 tokens) / self.num_experts
 
-    def weight_s(self, tokens):
-        """Seconds to stream the weights a pass over ``tokens`` tokens touches (MoE: expected
-        experts touched under uniform top-k routing)."""
-        return self.dense_weight_s + self.expert_weight_s * self.touched_fraction(tokens)
-
     def comm_s(self, tokens):
         """Communication of a pass of ``tokens`` tokens: c0 + c1 T (0 for an empty pass); with
         allreduce=auto the faster of the two all-reduce algorithms. Kernel backends: the tabulated
@@ -307,9 +302,3 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         graph_sizes=(tuple(float(x) for x in specs.framework.cuda_graph_sizes)
                      if specs.framework.cuda_graph_padding else ()),
     )
-
-
-def prefill_chunk_aggregates(chunk_len, cached_len):
-    """(attn_pairs, kv_read) of a prefill chunk of ``chunk_len`` tokens after ``cached_len``
-    cached ones: pairs = s*k + s(s+1)/2, read = k."""
-    return chunk_len * cached_len + chunk_len * (chunk_len + 1) / 2.0, cached_len

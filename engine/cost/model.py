@@ -487,10 +487,6 @@ class KernelModel:
         keys = getattr(self._impl, "comm_keys", None)
         return bool(keys and keys("all_reduce", table))
 
-    def allgather_s(self, message_bytes, n_gpus: int):
-        """NCCL all-gather, message_bytes as the source table's message size (see README). Seconds."""
-        return _zero_where_empty(self._impl.comm_s("all_gather", message_bytes, n_gpus), message_bytes)
-
     def alltoall_s(self, message_bytes, n_gpus: int):
         """NCCL all-to-all of message_bytes per GPU. Seconds."""
         return _zero_where_empty(self._impl.comm_s("alltoall", message_bytes, n_gpus), message_bytes)

@@ -117,9 +117,3 @@ def area_bandwidth(area_mm2: float, bump_pitch_um: float, data_pin_fraction: flo
         f"x {data_pin_fraction:g} data fraction = {data:.0f} data pins",
         f"x {gbps_per_pin:g} Gb/s / 8 x {stacks} stack(s) = {bytes_s / 1e12:.4g} TB/s",
     ])
-
-
-def pin_rate_for(bytes_s: float, stacks: int, bus_width_bits: int) -> float:
-    """The per-pin data rate [Gb/s] a published bandwidth implies: bytes/s x 8 / (stacks x width)."""
-    _positive("bytes_s", bytes_s)
-    return bytes_s * 8 / (stacks * bus_width_bits) / 1e9

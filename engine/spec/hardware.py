@@ -100,11 +100,3 @@ class HardwareSpec:
             raise SpecError(f"hardware.peak_{key}", None,
                             f"a {key} peak for {self.name} (the model computes in {precision})")
         return figure * (self.sparse_to_dense_factor if self.compute_figures_sparse else 1.0)
-
-    def ridge_point(self, precision: str = "bf16") -> float:
-        """Ridge point of the roofline in FLOP/byte: peak FLOP/s / HBM bytes/s.
-
-        Kernels with arithmetic intensity above it are compute-bound, below it bandwidth-bound.
-        Example (the Jalapeno sheet): 512e12 / 4e12 = 128 FLOP/byte.
-        """
-        return self.peak_flops(precision) / self.hbm_bandwidth_bytes_s

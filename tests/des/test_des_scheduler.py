@@ -5,12 +5,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.analytical.step import StepModel, prefill_chunk_aggregates
+from engine.analytical.step import StepModel
 from engine.des import DesSpec, simulate
 from engine.des.workload import RequestStream
 from engine.errors import SpecError
 from runner.convert import _resolve_trace
 from engine.spec import WorkloadSpec
+from tests.fixtures import prefill_chunk_aggregates
 
 
 def test_sarathi_chunks_a_long_prompt(base_specs, specs_with):

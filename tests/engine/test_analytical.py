@@ -143,7 +143,8 @@ def test_sparse_figures_are_halved():
 def test_step_model_matches_pipeline():
     """A decode-only pass of B sequences at context c and a single-pass prefill, through the
     step model, equal the pipeline's decode step and TTFT (same formulas, two code paths)."""
-    from engine.analytical.step import StepModel, prefill_chunk_aggregates
+    from engine.analytical.step import StepModel
+    from tests.fixtures import prefill_chunk_aggregates
 
     for tp in (1, 2):
         s = specs(tp=tp, batch=8, prompt=1000, output=2)

@@ -14,10 +14,11 @@ import pytest
 from engine.analytical import comm, disagg, energy, kvcache, parallel, pareto, precision, run, specdec
 from engine.analytical.pipeline import evaluate
 from engine.analytical.prefill import optimal_chunk
-from engine.analytical.step import StepModel, build, prefill_chunk_aggregates
+from engine.analytical.step import StepModel, build
 from engine.errors import SpecError
 from engine.spec import (AnalyticalSpec, CalibrationSpec, DisaggSpec, HardwareSpec, ModelSpec,
                          PartitionSpec, SpecDecodeSpec, Specs, WorkloadSpec)
+from tests.fixtures import prefill_chunk_aggregates
 
 H100 = dict(name="h100", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
             hbm_capacity_bytes=80e9, hbm_bandwidth_bytes_s=3.35e12, scaleup_bandwidth_bytes_s=450e9,
@@ -326,7 +327,8 @@ def test_pareto_drops_with_reasons_and_matches_pointwise():
     assert table.height + dropped.get("does not fit in memory", 0) == 16 * 3
     assert front.height >= 1 and front["on_frontier"].all()
     for row in front.iter_rows(named=True):
-        p = pareto.with_partition(s, row["tp"], row["pp"], row["ep"], row["sp"])
+        p = dataclasses.replace(s, partition=dataclasses.replace(
+            s.partition, tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), sp=int(row["sp"])))
         p = dataclasses.replace(p, workload=WorkloadSpec(1024, 64, int(row["batch_size"])),
                                 partition=dataclasses.replace(p.partition, dp=int(row["dp"])))
         point = run(p).summary
