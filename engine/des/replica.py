@@ -220,7 +220,7 @@ class Replica(Queue, Admission, Departures):
             if k > 1:
                 st.add_itl(x[1:], float(n))
             self.last[sl] = t
-            self.hooks.decode_run(self, t0 + cum, run.emit, n)
+            self.hooks.decode_run(self, t0, cum, run.emit, n)
             self.power.charge_run(self, run, t)
             st.decode_tokens += n * k if run.emit is None else int(tok.sum())
             if (run.at_completion is None or run.emit is not None) and not self.reserves:

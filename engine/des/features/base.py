@@ -20,8 +20,8 @@ class Feature:
     def first_token(self, rep, rid: int, t: float) -> None:
         """Request ``rid`` emitted the first token of a (re)prefill at ``t``."""
 
-    def decode_run(self, rep, times, emit, n: int) -> None:
-        """A run of decode steps of the first ``n`` slots ended: step j at ``times[j]``; ``emit``
+    def decode_run(self, rep, t0: float, cum, emit, n: int) -> None:
+        """A run of decode steps of the first ``n`` slots ended: step j at ``t0 + cum[j]``; ``emit``
         the cumulative tokens per step and sequence (speculation) or None (one per step)."""
 
     def iteration(self, rep, didx, emit, t: float) -> None:

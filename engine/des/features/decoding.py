@@ -10,6 +10,8 @@ when not even one step fits), at ``max_decode_run`` steps, or early when a reque
 
 import numpy as np
 
+from engine.des.runs import DecodeRun
+
 
 class PlainDecoding:
     """One token per decoding sequence per step."""
@@ -29,8 +31,6 @@ class PlainDecoding:
     def plan_run(self, rep, t):
         """Plan k decode steps for all running sequences of ``rep`` (all are decoding): KV blocks
         for the k steps taken, priced (power limiter included); returns the end time."""
-        from engine.des.runs import DecodeRun
-
         n = rep.n
         bs = rep.bs
         kv = rep.kv

@@ -22,6 +22,8 @@ import numpy as np
 
 from engine.analytical import parallel, specdec
 from engine.analytical.step import StepModel
+from engine.des.features.power import roof_s
+from engine.des.runs import DecodeRun
 
 
 def spec_pass(sm: StepModel, T, n, LPp, LRp, LPd, Bd, q):
@@ -94,7 +96,6 @@ class Speculation:
     def draft_decode(self, B: float, ctx_sum):
         """(seconds, busy seconds) of the gamma draft passes for B decoding sequences attending
         ``ctx_sum`` positions in all (a fixed fraction of a target step with draft_cost_fraction)."""
-        from engine.des.features.power import roof_s
         d = self.sm_d if self.sm_d is not None else self.sm
         f = 1.0 if self.sm_d is not None else self.frac
         if not f:
@@ -134,7 +135,6 @@ class Speculation:
             p, r = d.chunk_positions(c, k)
             LPp += p
             LRp += r
-        from engine.des.features.power import roof_s
         return (float(d.pass_time(float(T), float(n), LPp, LRp, 0.0, 0.0)),
                 float(roof_s(d, float(T), float(n), LPp, LRp, 0.0, 0.0)))
 
@@ -173,8 +173,6 @@ class Speculation:
     def plan_run(self, rep, t: float):
         """Plan a run of speculative decode steps on replica ``rep`` (all running sequences are
         decoding); returns its end time (``PlainDecoding.plan_run`` with speculation)."""
-        from engine.des.runs import DecodeRun
-
         g, bs, kv = self.gamma, rep.bs, rep.kv
         n = rep.n
         kmax = min(int(rep.left[:n].min()), rep.max_run)

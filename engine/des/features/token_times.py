@@ -18,8 +18,9 @@ class TokenTimes(Feature):
     def first_token(self, rep, rid, t):
         self.tt[rid].append(np.array([t]))
 
-    def decode_run(self, rep, times, emit, n):
+    def decode_run(self, rep, t0, cum, emit, n):
         tt = self.tt
+        times = t0 + cum
         rids = rep.rid[:n].tolist()
         if emit is None:
             for r in rids:
