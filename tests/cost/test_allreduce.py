@@ -8,7 +8,7 @@ from engine.analytical import parallel
 from engine.cost import allreduce as ar
 from engine.cost import kernel_model
 
-from tests.conftest import compose_specs
+from tests.fixtures import specs
 
 M, W, A = 1.0e6, 100e9, 2e-6      # 1 MB, 100 GB/s, 2 us
 
@@ -25,7 +25,7 @@ def test_alpha_beta_forms_by_hand():
 
 @pytest.fixture(scope="module")
 def h100():
-    return compose_specs("hardware=h100_sxm", "framework=vllm_v1", "partition=tp8")
+    return specs(hardware="h100_sxm", framework="vllm_v1", partition="tp8")
 
 
 def test_measured_tables_per_implementation(h100):

@@ -5,11 +5,11 @@ import pytest
 
 from engine.analytical import run
 from engine.analytical.kernels import kernel_model
-from tests.conftest import compose_specs
+from tests.fixtures import specs as compose, with_fields
 
 
 def test_default_is_vllm_v1_on_measured_kernels():
-    specs = compose_specs()
+    specs = compose()
     assert specs.framework.name == "vllm_v1"
     km = kernel_model(specs)
     # H100 SXM has its own measured vLLM tables: the measured backend, not transfer or roofline
@@ -17,7 +17,7 @@ def test_default_is_vllm_v1_on_measured_kernels():
 
 
 def test_roofline_one_switch_away():
-    assert kernel_model(compose_specs("framework=generic")).closed_form     # the roofline backend
+    assert kernel_model(compose(framework="generic")).closed_form     # the roofline backend
 
 
 def test_default_batch1_tpot_between_the_weight_stream_and_the_roofline_profile():
@@ -25,8 +25,8 @@ def test_default_batch1_tpot_between_the_weight_stream_and_the_roofline_profile(
     weights once, 16.06e9 bytes (8.03e9 parameters x 2 bytes) / 3.35e12 byte/s = 4.79 ms; the
     measured kernels run much nearer that floor than the roofline profile, whose default
     calibration prices the same stream at ~56 % of peak bandwidth (~8.3 ms)."""
-    measured = run(compose_specs("workload.batch_size=1")).summary["tpot_ms_p50"]
-    roofline = run(compose_specs("workload.batch_size=1", "framework=generic")).summary["tpot_ms_p50"]
+    measured = run(with_fields(compose(), workload=dict(batch_size=1))).summary["tpot_ms_p50"]
+    roofline = run(with_fields(compose(framework="generic"), workload=dict(batch_size=1))).summary["tpot_ms_p50"]
     floor = 16.06e9 / 3.35e12 * 1e3
     assert floor == pytest.approx(4.79, abs=0.01)
     assert floor < measured < 0.8 * roofline

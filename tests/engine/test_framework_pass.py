@@ -15,14 +15,14 @@ from engine.analytical.step import StepModel
 from engine.des import DesSpec, simulate
 from engine.spec import WorkloadSpec
 
-from tests.conftest import compose_specs
+from tests.fixtures import specs, with_fields
 
 
 @pytest.fixture(scope="module")
 def padded():
-    s = compose_specs("model=llama_3_1_8b", "hardware=h100_sxm", "partition=tp2",
-                      "calibration=ideal", "calibration.step_overhead=100us",
-                      "calibration.per_token_overhead=10us")
+    s = with_fields(specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp2", calibration="ideal"),
+                    calibration=dict(step_overhead_s=9.999999999999999e-05,         # 100 us, 10 us as
+                                      per_token_overhead_s=9.999999999999999e-06))  # pint gives them
     return replace(s, framework=replace(s.framework, cuda_graph_sizes=(1, 2, 4, 8),
                                         cuda_graph_padding=True))
 

@@ -18,7 +18,7 @@ from engine.analytical.params import gemm_shapes
 from engine.analytical.step import StepModel
 from engine.result import Assumption
 
-from tests.conftest import compose_specs
+from tests.fixtures import specs, with_fields
 
 G, G0, E = 1e-16, 5e-6, 2e-7
 PF, PT, PP = 8e-6, 3e-9, 1e-12
@@ -67,8 +67,7 @@ def fake(monkeypatch):
 
 
 def test_pass_time_is_the_sum_of_kernels(fake):
-    s = compose_specs("model=llama_3_1_8b", "hardware=h100_sxm", "partition=tp2",
-                      "calibration=ideal")
+    s = specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp2", calibration="ideal")
     sm = StepModel.from_specs(s)
     m = s.model
     L = m.num_layers
@@ -99,7 +98,7 @@ def test_kernel_priced_engines_agree(fake):
     from engine.des import DesSpec, simulate
     from engine.spec import WorkloadSpec
 
-    s = compose_specs("model=llama_3_1_8b", "hardware=h100_sxm", "partition=tp1")
+    s = specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp1")
     wl = WorkloadSpec(prompt_len=512, output_len=64, num_requests=3, arrival="gamma",
                       rate_rps=0.02, arrival_cv=0.01)
     s = replace(s, workload=wl)
@@ -113,7 +112,7 @@ def test_kernel_tables_refuse_swept_peaks(fake):
     from engine.analytical.pipeline import evaluate
     from engine.errors import SpecError
 
-    s = compose_specs("model=llama_3_1_8b", "hardware=h100_sxm")
+    s = specs(model="llama_3_1_8b", hardware="h100_sxm")
     with pytest.raises(SpecError, match="calibration.kernels"):
         evaluate(s, hbm_bandwidth_bytes_s=np.array([3.35e12, 8e12]))
 
@@ -132,7 +131,7 @@ def test_vectorised_grid_equals_point_by_point(fake):
     search on a trailing axis) gives what each point gives on its own."""
     from engine.analytical.pipeline import evaluate
 
-    s = compose_specs("model=mixtral_8x7b", "hardware=h100_sxm", "engine.analytical.chunk_search=true")
+    s = with_fields(specs(model="mixtral_8x7b", hardware="h100_sxm"), analytical=dict(chunk_search=True))
     tp = np.array([[2], [4], [8]])
     ep = np.array([[1], [2], [8]])
     B = np.array([[1, 8, 64]])
@@ -150,5 +149,5 @@ def test_elementwise_traffic_by_hand():
     # 86,016 elements x 32 layers = 2,752,512 per token
     from engine.analytical import traffic
 
-    m = compose_specs("model=llama_3_1_8b").model
+    m = specs(model="llama_3_1_8b").model
     assert traffic.elementwise_elems_per_token(m) == 2_752_512
