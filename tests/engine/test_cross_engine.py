@@ -21,23 +21,22 @@ from engine.analytical.precision import weight_bytes_per_param
 from engine.des import DesSpec, simulate
 from engine.spec import WorkloadSpec
 
-from tests.conftest import compose_specs
+from tests.fixtures import specs, with_fields
 
 CASES = {
-    "llama_3_1_8b": ("model=llama_3_1_8b", "hardware=h100_sxm", "partition=tp1"),
-    "gpt_oss_120b_windows": ("model=gpt_oss_120b", "hardware=h100_sxm", "partition=tp2"),
-    "deepseek_v3_mla_moe_ep": ("model=deepseek_v3", "hardware=h200", "partition=tp8",
-                               "partition.ep=8"),
-    "llama_70b_int4_g128": ("model=llama_3_1_70b", "hardware=h100_sxm", "partition=tp1",
-                            "model.weight_dtype=int4", "model.weight_group_size=128",
-                            "model.weight_scale_dtype=bf16"),
+    "llama_3_1_8b": lambda: specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp1"),
+    "gpt_oss_120b_windows": lambda: specs(model="gpt_oss_120b", hardware="h100_sxm", partition="tp2"),
+    "deepseek_v3_mla_moe_ep": lambda: with_fields(specs(model="deepseek_v3", hardware="h200", partition="tp8"),
+                                                  partition=dict(ep=8)),
+    "llama_70b_int4_g128": lambda: with_fields(
+        specs(model="llama_3_1_70b", hardware="h100_sxm", partition="tp1"),
+        model=dict(weight_dtype="int4", weight_group_size=128, weight_scale_dtype="bf16")),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def case(request):
-    specs = compose_specs(*CASES[request.param], "calibration=default")
-    return request.param, specs
+    return request.param, CASES[request.param]()   # calibration=default, the fixtures' default
 
 
 def _alone(specs, n=3, prompt=512, output=64):

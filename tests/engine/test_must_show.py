@@ -21,21 +21,22 @@ latency term is 42 % of it, which is why allreduce=tree/auto and overlap move it
 import pytest
 
 from engine.analytical import run
-from runner.convert import specs_from_config
+from tests.fixtures import specs, with_fields
 
-BASE = ("model=llama_3_1_70b", "hardware=h100_sxm", "partition=tp8", "calibration=default",
-        "workload.batch_size=1", "workload.prompt_len=2048", "workload.output_len=2", "tracking=none",
-        # the hand derivation's factors (the seed-document defaults), pinned so that refitting
-        # conf/calibration/default.yaml to measurements does not move this check
-        "calibration.compute_efficiency=0.88", "calibration.memory_bandwidth_efficiency=0.85",
-        "calibration.comm_efficiency=0.75", "calibration.step_overhead=0", "calibration.per_token_overhead=0",
-        "calibration.per_request_overhead=0", "calibration.launch_overhead=0",
-        # the roofline prices and the alpha-beta all-reduce of the hand derivation: the neutral profile
-        "framework=generic")
+BASE = with_fields(
+    # the roofline prices and the alpha-beta all-reduce of the hand derivation: the neutral profile
+    specs(model="llama_3_1_70b", hardware="h100_sxm", partition="tp8", calibration="default",
+          framework="generic"),
+    workload=dict(batch_size=1, prompt_len=2048, output_len=2),
+    # the hand derivation's factors (the seed-document defaults), pinned so that refitting
+    # conf/calibration/default.yaml to measurements does not move this check
+    calibration=dict(compute_efficiency=0.88, memory_bandwidth_efficiency=0.85, comm_efficiency=0.75,
+                     step_overhead_s=0.0, per_token_overhead_s=0.0, per_request_overhead_s=0.0,
+                     launch_overhead_s=0.0))
 
 
-def test_llama70b_tp8_tpot_is_bandwidth_bound_and_plausible(cfg_of):
-    s = run(specs_from_config(cfg_of(*BASE))).summary
+def test_llama70b_tp8_tpot_is_bandwidth_bound_and_plausible():
+    s = run(BASE).summary
     bw = 3.35e12 * 0.85
     weights = (70_553_706_496 - 128_256 * 8192) * 2 / 8
     kv = 2050 * 327_680 / 8
@@ -49,16 +50,16 @@ def test_llama70b_tp8_tpot_is_bandwidth_bound_and_plausible(cfg_of):
     assert s["fits_in_memory"]
 
 
-def test_overlap_and_tree_shrink_the_allreduce_term(cfg_of):
+def test_overlap_and_tree_shrink_the_allreduce_term():
     """With full overlap the step is max(memory, comm) = 6.13 ms; a tree all-reduce has 2 log2(8)
     = 6 hops instead of 14: 160 x (6 x 2 us + 2 x 16,384 B / 337.5 GB/s) = 1.935 ms."""
-    base = run(specs_from_config(cfg_of(*BASE))).summary["tpot_ms_p50"]
-    full = run(specs_from_config(cfg_of(*BASE, "engine.analytical.overlap=full"))).summary
+    base = run(BASE).summary["tpot_ms_p50"]
+    full = run(with_fields(BASE, analytical=dict(overlap=1.0))).summary
     mem = ((70_553_706_496 - 128_256 * 8192) * 2 / 8 + 2050 * 327_680 / 8 + 80 * 153_600 * 2 / 8) / (3.35e12 * 0.85)
     assert full["tpot_ms_p50"] == pytest.approx(mem * 1e3, rel=1e-3)
-    tree = run(specs_from_config(cfg_of(*BASE, "engine.analytical.allreduce=tree"))).summary
+    tree = run(with_fields(BASE, analytical=dict(allreduce="tree"))).summary
     tree_ar = 160 * (6 * 2e-6 + 2 * 8192 * 2 / (450e9 * 0.75))
     assert tree["tpot_ms_p50"] == pytest.approx((mem + tree_ar) * 1e3, rel=1e-3)
-    auto = run(specs_from_config(cfg_of(*BASE, "engine.analytical.allreduce=auto"))).summary
+    auto = run(with_fields(BASE, analytical=dict(allreduce="auto"))).summary
     assert auto["tpot_ms_p50"] == pytest.approx(tree["tpot_ms_p50"])
     assert tree["tpot_ms_p50"] < base
