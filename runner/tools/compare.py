@@ -16,6 +16,7 @@ import polars as pl
 
 from engine.result import METRICS, unit_of
 from runner.tools import runs
+from runner.tools.cli import text_table
 
 
 def _fmt(v) -> str:
@@ -96,18 +97,16 @@ def _metric_table(changes) -> list[str]:
     """The headline metrics (engine.result.METRICS order) first, then the rest by name; each with
     its unit (the registry's, or the one its name states)."""
     order = {m.name: i for i, m in enumerate(METRICS)}
-    lines = ["| metric | unit | A | B | change |", "|---|---|---:|---:|---:|"]
-    for k, x, y in sorted(changes, key=lambda c: (order.get(c[0], len(order)), c[0])):
-        rel = (f"{(y - x) / abs(x) * 100:+.2f} %" if isinstance(x, float) and isinstance(y, float)
-               and x else "")
-        lines.append(f"| {k} | {unit_of(k)} | {_fmt(x)} | {_fmt(y)} | {rel} |")
-    return lines
+    rows = sorted(changes, key=lambda c: (order.get(c[0], len(order)), c[0]))
+    return [text_table({"metric": [k for k, _, _ in rows], "unit": [unit_of(k) for k, _, _ in rows],
+                        "A": [_fmt(x) for _, x, _ in rows], "B": [_fmt(y) for _, _, y in rows],
+                        "change": [f"{(y - x) / abs(x) * 100:+.2f} %" if isinstance(x, float)
+                                   and isinstance(y, float) and x else "" for _, x, y in rows]})]
 
 
 def _param_table(changes) -> list[str]:
-    lines = ["| param | A | B |", "|---|---|---|"]
-    lines += [f"| {k} | {_fmt(x)} | {_fmt(y)} |" for k, x, y in changes]
-    return lines
+    return [text_table({"param": [k for k, _, _ in changes], "A": [_fmt(x) for _, x, _ in changes],
+                        "B": [_fmt(y) for _, _, y in changes]})]
 
 
 #: Overrides that do not change a result (ignored when matching runs by their overrides).
@@ -202,14 +201,13 @@ def compare(uri: str, a: str, b: str, experiment: str | None = None) -> tuple[st
         for (x, _), p in zip(pairs, raw["pairs"]):
             own = [c for c in p["params"] if c not in common]
             if own:
-                rows.append(f"| {_label(x)} | params: " + "; ".join(
-                    f"{k}: {_fmt(u)} -> {_fmt(v)}" for k, u, v in own) + " | | | |")
+                rows.append((_label(x), "params: " + "; ".join(
+                    f"{k}: {_fmt(u)} -> {_fmt(v)}" for k, u, v in own), "", "", ""))
             for k, u, v in p["metrics"]:
                 kind = _kind(u, v)
                 if kind == "changed":
-                    rows.append(f"| {_label(x)} | {k} | {_fmt(u)} | {_fmt(v)} | " + (
-                        f"{(v - u) / abs(u) * 100:+.3g} %" if isinstance(u, float)
-                        and isinstance(v, float) and u else "") + " |")
+                    rows.append((_label(x), k, _fmt(u), _fmt(v), f"{(v - u) / abs(u) * 100:+.3g} %"
+                                 if isinstance(u, float) and isinstance(v, float) and u else ""))
                 elif kind == "rounding":
                     aside["rounding"] += 1
                 else:
@@ -221,8 +219,9 @@ def compare(uri: str, a: str, b: str, experiment: str | None = None) -> tuple[st
             md += ["", f"{aside['rounding']} metric value(s) differ at rounding level only "
                    f"(relative change < {ROUNDING:g})."]
         if rows:
-            md += ["", "## Changes per config", "", "| config (A) | metric | A | B | change |",
-                   "|---|---|---:|---:|---:|"] + rows
+            head = ("config (A)", "metric", "A", "B", "change")
+            md += ["", "## Changes per config", "",
+                   text_table({h: [r[i] for r in rows] for i, h in enumerate(head)})]
         elif not common:
             md += ["", "Every matched config has the same params and metrics."]
         else:

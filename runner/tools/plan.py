@@ -473,10 +473,11 @@ def target_line(doc: dict) -> str:
 
 
 def markdown_table(rows: list[dict]) -> str:
+    """The rows as a Markdown table, one column per key in first-seen order (runner.tools.cli)."""
+    from runner.tools.cli import text_table
+
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
+    return text_table({c: [r.get(c, "") for r in rows] for c in cols})
 
 
 def plot(doc: dict, path: Path) -> Path | None:

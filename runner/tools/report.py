@@ -141,13 +141,11 @@ def _fmt(v) -> str:
 
 
 def markdown_table(t: pl.DataFrame) -> str:
-    rows = [[_fmt(v) if c != "run_id" else str(v)[:8] for c, v in zip(t.columns, r)]
-            for r in t.iter_rows()]
-    num = [t[c].dtype.is_numeric() for c in t.columns]
-    lines = ["| " + " | ".join(t.columns) + " |",
-             "|" + "|".join("---:" if n else "---" for n in num) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    """The sensitivity table as Markdown: numbers as ``_fmt`` shows them, run ids shortened."""
+    from runner.tools.cli import text_table
+
+    return text_table({c: [str(v)[:8] if c == "run_id" else _fmt(v) for v in t[c].to_list()]
+                       for c in t.columns})
 
 
 def _labels(df: pl.DataFrame, keys: list[str]) -> dict[str, str]:
