@@ -101,3 +101,28 @@ def test_router_and_scheduler_registries_match_the_spec_choices():
     from engine.spec.des import ROUTERS as SPEC_ROUTERS
 
     assert set(ROUTERS) == set(SPEC_ROUTERS)
+
+
+def test_a_new_policy_is_one_registered_class(specs_with):
+    """The registry is the one list: a policy registered here (a copy of sarathi's behaviour with
+    the orca reservation trait) is a valid scheduler for FrameworkSpec and DesSpec, its traits
+    set the token budget (budget_is_chunk: min(8192, 512) = 512 tokens) and the preemption check
+    (reserves_output: preemption=none allowed), and it simulates, without an edit in engine.spec."""
+    from engine.des.schedulers import register
+    from engine.des.schedulers.sarathi import DecodeFirst
+
+    @register("test_reserving_chunker")
+    class Reserving(DecodeFirst):
+        reserves_output = True
+
+    try:
+        fw = FrameworkSpec(scheduler="test_reserving_chunker", chunked_prefill=True)
+        des = DesSpec(scheduler="test_reserving_chunker", preemption="none", chunk_size=512,
+                      max_num_batched_tokens=8192).resolve(fw)
+        assert des.token_budget == 512
+        sim = simulate(specs_with(num_requests=20, arrival="poisson", rate_rps=20.0), des)
+        assert np.isfinite(sim.state.completion).all() and sim.state.preemptions.sum() == 0
+    finally:
+        del REGISTRY["test_reserving_chunker"]
+    with pytest.raises(Exception, match="scheduler"):
+        DesSpec(scheduler="test_reserving_chunker")
