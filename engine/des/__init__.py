@@ -29,10 +29,11 @@ Reading guide (open in this order):
                     sessions' turns, time series, decision trace), counterfactual.py its regret
 
 Extension points (touch counts):
-    a scheduler policy   engine/des/schedulers/<name>.py (a ``Scheduler`` with its traits and
-                         ``schedule``, ``@register("<name>")``) + its import in
-                         schedulers/__init__.py: 2 files; engine.spec validation,
-                         ``DesSpec.token_budget`` and engine.plan.bound read the registry
+    a scheduler policy   its traits in engine/spec/scheduling.py (one record; engine.spec
+                         validation, ``DesSpec.token_budget`` and engine.plan.bound read it) +
+                         engine/des/schedulers/<name>.py (a ``Scheduler`` with ``schedule``,
+                         ``@register("<name>")``) + its import in schedulers/__init__.py:
+                         3 files, 3 places
     a feature            engine/des/features/<name>.py (a ``Feature`` overriding the hooks it
                          needs, or a decoding/power slot strategy) + ``features.build`` (+
                          ``features.report`` for its figures)

@@ -38,8 +38,8 @@ import numpy as np
 
 from engine.analytical.step import StepModel
 from engine.des.kv import kv_capacity
-from engine.des.schedulers import traits as scheduler_traits
 from engine.spec import Specs
+from engine.spec.scheduling import scheduler_traits
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
                         f"does not fit: {cap.weights_gb:.1f} GB weights + {cap.activation_gb:.1f} GB "
                         "activations per device leave no KV blocks")
     sm = StepModel.from_specs(specs)
-    pol = scheduler_traits(des.scheduler)       # the policy's traits (engine.des.schedulers)
+    pol = scheduler_traits(des.scheduler)       # the policy's traits (engine.spec.scheduling)
     chunk = des.token_budget if pol.budget_is_chunk else max(
         des.max_num_batched_tokens, int(np.max(L.prompt)))
     s_q = int(np.quantile(L.prompt, q, method="higher"))

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive, positive_int
-from engine.spec.framework import FrameworkSpec, scheduler_names, scheduler_traits
+from engine.spec.framework import FrameworkSpec
+from engine.spec.scheduling import scheduler_names, scheduler_traits
 from engine.spec.meta import param
 from engine.spec.workload import LengthDist, _coerce
 OUTPUT_FORMATS = ("parquet", "csv")
@@ -20,7 +21,7 @@ OUTPUT_FORMATS = ("parquet", "csv")
 
 
 def __getattr__(name):
-    if name == "SCHEDULERS":      # the registered DES policies (engine.des.schedulers)
+    if name == "SCHEDULERS":      # the DES policies (engine.spec.scheduling)
         return scheduler_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -412,7 +413,7 @@ class DesSpec:
     @property
     def token_budget(self) -> int:
         """Tokens one iteration may process: max_num_batched_tokens; a policy with the
-        ``budget_is_chunk`` trait (engine.des.schedulers: sarathi, sglang) min(that, chunk_size) when chunk_size > 0 (SGLang: the prefill batch
+        ``budget_is_chunk`` trait (engine.spec.scheduling: sarathi, sglang) min(that, chunk_size) when chunk_size > 0 (SGLang: the prefill batch
         stops at chunked_prefill_size; sarathi: the pre-profile chunk budget)."""
         d = self.resolved
         if scheduler_traits(d.scheduler).budget_is_chunk and d.chunk_size:

@@ -20,22 +20,10 @@ from typing import List
 from engine.errors import SpecError
 from engine.spec._check import non_negative, one_of, positive_int
 from engine.spec.meta import param
+from engine.spec.scheduling import scheduler_names, scheduler_traits
 
-#: DES iteration policies: the names registered in engine.des.schedulers (one module per policy,
-#: each with its traits), read from that registry on first use so engine.spec imports no engine
-#: code (``FRAMEWORK_SCHEDULERS`` stays importable: a module attribute computed on access).
-
-
-def scheduler_names() -> tuple:
-    """The DES scheduler policies (engine.des.schedulers.names())."""
-    from engine.des.schedulers import names
-    return names()
-
-
-def scheduler_traits(name: str):
-    """The traits of DES scheduler ``name`` (its policy class; engine.des.schedulers.base)."""
-    from engine.des.schedulers import traits
-    return traits(name)
+#: DES iteration policies and their traits: engine.spec.scheduling (``FRAMEWORK_SCHEDULERS`` stays
+#: importable: a module attribute computed on access, so a policy declared later is in it).
 
 
 def __getattr__(name):

@@ -104,17 +104,26 @@ def test_router_and_scheduler_registries_match_the_spec_choices():
 
 
 def test_a_new_policy_is_one_registered_class(specs_with):
-    """The registry is the one list: a policy registered here (a copy of sarathi's behaviour with
-    the orca reservation trait) is a valid scheduler for FrameworkSpec and DesSpec, its traits
-    set the token budget (budget_is_chunk: min(8192, 512) = 512 tokens) and the preemption check
-    (reserves_output: preemption=none allowed), and it simulates, without an edit in engine.spec."""
+    """A policy is its traits (one engine.spec.scheduling.POLICIES record) and its class: a copy
+    of sarathi's behaviour with the orca reservation trait is then a valid scheduler for
+    FrameworkSpec and DesSpec, its traits set the token budget (budget_is_chunk: min(8192, 512)
+    = 512 tokens), the preemption check (reserves_output: preemption=none allowed) and the class
+    attributes the policy reads, and it simulates without preempting."""
     from engine.des.schedulers import register
     from engine.des.schedulers.sarathi import DecodeFirst
+    from engine.spec.scheduling import POLICIES, SchedulerTraits
+
+    with pytest.raises(KeyError, match="engine.spec.scheduling"):
+        register("test_reserving_chunker")
+    POLICIES["test_reserving_chunker"] = SchedulerTraits(
+        "test: sarathi's iterations, orca's reservation", chunks=True, chunked_prefill=True,
+        reserves_output=True, budget_is_chunk=True)
 
     @register("test_reserving_chunker")
     class Reserving(DecodeFirst):
-        reserves_output = True
+        pass
 
+    assert Reserving.reserves_output and Reserving.chunks and not DecodeFirst.reserves_output
     try:
         fw = FrameworkSpec(scheduler="test_reserving_chunker", chunked_prefill=True)
         des = DesSpec(scheduler="test_reserving_chunker", preemption="none", chunk_size=512,
@@ -123,6 +132,6 @@ def test_a_new_policy_is_one_registered_class(specs_with):
         sim = simulate(specs_with(num_requests=20, arrival="poisson", rate_rps=20.0), des)
         assert np.isfinite(sim.state.completion).all() and sim.state.preemptions.sum() == 0
     finally:
-        del REGISTRY["test_reserving_chunker"]
+        del REGISTRY["test_reserving_chunker"], POLICIES["test_reserving_chunker"]
     with pytest.raises(Exception, match="scheduler"):
         DesSpec(scheduler="test_reserving_chunker")

@@ -8,9 +8,10 @@
     sglang.py    prefill-first, chunked prompts, decode batches separate (SGLang)
 
 Framework profiles in conf/framework/ pick one; engine.des.scheduler overrides. A new policy is
-one module here (a ``Scheduler`` subclass with its traits and ``schedule``, decorated
-``@register("name")``) and its import below; engine.spec's validation, ``DesSpec.token_budget``
-and engine.plan.bound read the names and traits from the registry.
+its traits, one line in engine.spec.scheduling.POLICIES (which engine.spec's validation,
+``DesSpec.token_budget`` and engine.plan.bound read), one module here (a ``Scheduler`` subclass
+with ``schedule``, decorated ``@register("name")``, which sets the traits on the class) and its
+import below: 3 files, 3 places.
 """
 
 from engine.des.schedulers.base import DECODE_RUN, Plan, Scheduler
@@ -27,8 +28,8 @@ def names() -> tuple:
 
 
 def traits(name: str):
-    """The policy class registered under ``name`` (its class attributes are the traits; see
-    engine.des.schedulers.base). KeyError for an unknown name."""
+    """The policy class registered under ``name`` (its class attributes are the traits of
+    engine.spec.scheduling). KeyError for an unknown name."""
     return REGISTRY[name]
 
 

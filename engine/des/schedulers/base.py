@@ -8,16 +8,10 @@ through the replica's admission API (``admit``, ``reserve_decodes``, ``make_room
 prices an iteration, never sets the replica's run in progress and never touches the KV pool's
 accounting directly.
 
-Traits (class attributes, the one source that engine.spec validation, ``DesSpec.token_budget``
-and engine.plan.bound read through ``engine.des.schedulers.traits``):
-    chunks            prompts may be split across iterations
-    chunked_prefill   the profile's ``chunked_prefill`` this policy requires (None: either;
-                      then ``chunks`` follows it, TensorRT-LLM chunked context)
-    reserves_output   KV for prompt + all output reserved at admission (no-evict: never
-                      preempts, so ``preemption=none`` is allowed)
-    prefill_first     prefill iterations take priority and run without decodes
-    budget_is_chunk   the token budget is min(max_num_batched_tokens, chunk_size) when
-                      chunk_size > 0 (else max_num_batched_tokens)
+Traits (chunks, chunked_prefill, reserves_output, prefill_first, budget_is_chunk): declared by
+name in engine.spec.scheduling, the one source the specs' validation, ``DesSpec.token_budget`` and
+engine.plan.bound read; ``register`` (engine.des.schedulers.registry) sets them on the policy class
+as class attributes.
 """
 
 from dataclasses import dataclass
@@ -44,14 +38,7 @@ DECODE_RUN = Plan([], None, True)
 class Scheduler:
     """Base policy: no reservation, whole prompts. Subclasses set the traits and ``schedule``."""
 
-    name = ""
-    chunks = False
-    chunked_prefill: bool | None = None
-    reserves_output = False
-    prefill_first = False
-    budget_is_chunk = False
-    #: one line for the registry's listing and error messages
-    summary = ""
+    name = ""            # set by ``register``, with the traits of engine.spec.scheduling
 
     def schedule(self, rep, t: float) -> Plan | None:
         """The next iteration on replica ``rep`` at ``t``, or None when there is nothing to run."""

@@ -14,13 +14,7 @@ from engine.des.schedulers.sarathi import DecodeFirst
 @register("orca")
 class NoEvict(DecodeFirst):
     """Orca / TensorRT-LLM GUARANTEED_NO_EVICT: decodes plus whole prompts; KV for prompt + output
-    reserved at admission."""
-
-    chunks = False
-    chunked_prefill = None          # either: chunks follows the profile's chunked_prefill
-    reserves_output = True
-    budget_is_chunk = False
-    summary = "decodes plus whole prompts, prompt + output KV reserved (Orca, TensorRT-LLM)"
+    reserved at admission (the traits of engine.spec.scheduling: reserves_output)."""
 
 
 __all__ = ["NoEvict"]

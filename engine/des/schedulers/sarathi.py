@@ -16,11 +16,6 @@ class DecodeFirst(Scheduler):
     """vLLM V1 / Sarathi-Serve: running decodes first, then prompt chunks in what is left of the
     token budget; a prompt may be split (``chunks``)."""
 
-    chunks = True
-    chunked_prefill = True
-    budget_is_chunk = True
-    summary = "decode-first chunked prefill (vLLM V1, Sarathi-Serve)"
-
     def schedule(self, rep, t):
         if not rep.n and not rep.waiting:
             return None

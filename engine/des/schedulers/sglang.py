@@ -16,11 +16,6 @@ class SGLang(Scheduler):
     """SGLang: prefill batch first (the partially prefilled sequences' next chunks, then new
     prompts, chunked, within the budget), decode batch otherwise."""
 
-    chunks = True
-    prefill_first = True
-    budget_is_chunk = True
-    summary = "prefill-first, chunked prompts, decode batches separate (SGLang)"
-
     def schedule(self, rep, t):
         left = rep.budget
         chunks = []

@@ -13,10 +13,6 @@ from engine.des.schedulers.registry import register
 class PrefillFirst(Scheduler):
     """vLLM V0: whole new prompts first (if any can be admitted), else decode every sequence."""
 
-    chunked_prefill = False
-    prefill_first = True
-    summary = "prefill-first, whole prompts (vLLM V0)"
-
     def schedule(self, rep, t):
         chunks = []
         if rep.waiting and rep.n < rep.max_seqs:
