@@ -103,6 +103,7 @@ class LiveEngine:
         # per-iteration timelines and per-token timestamps would grow without bound live
         des = replace(des, record_iterations=False, token_times=False)
         self.specs, self.des = specs, des
+        self.block_tokens = block_tokens   # tokens per prefix-cache block (submit's hashes)
         n = capacity
         stream = RequestStream(arrival_s=np.full(n, np.nan), prompt=np.ones(n, np.int64),
                                output=np.ones(n, np.int64), priority=np.ones(n, np.int8),

@@ -32,11 +32,14 @@ it: dropped from the queue or the running batch with its KV blocks freed
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
 import sys
 import time
 import uuid
+
+import numpy as np
 
 from engine.errors import SpecError
 from runner.tools.cli import guard
@@ -100,10 +103,14 @@ class Sim:
                 except TimeoutError:
                     pass
 
-    def submit(self, prompt: int, output: int) -> tuple[int, asyncio.Queue]:
-        """(engine request id, queue of token counts; None when it is done)."""
+    def submit(self, prompt: int, output: int, units=None) -> tuple[int, asyncio.Queue]:
+        """(engine request id, queue of token counts; None when it is done). ``units``: the
+        prompt's tokens (ids or words, ``prompt_units``): with prefix caching on, their block
+        hashes let the engine match a prefix it has seen."""
         self.step()
-        rid = self.eng.submit(prompt, output, self.sim_now())
+        hashes = (prefix_hashes(units, self.eng.block_tokens)
+                  if units is not None and self.eng.des.prefix_caching else None)
+        rid = self.eng.submit(prompt, output, self.sim_now(), hashes=hashes)
         q: asyncio.Queue = asyncio.Queue()
         self.reqs[rid] = q
         self.step()              # the arrival enters the queue (plan, or end a decode run early)
@@ -156,6 +163,35 @@ def _words(text) -> int:
     if not isinstance(text, str):
         raise BadRequest(f"prompt text must be a string, got {type(text).__name__}", "prompt")
     return len(text.split())
+
+
+def prompt_units(body: dict, chat: bool) -> list:
+    """The prompt's tokens under the server's counting rule: its token ids, or its
+    whitespace-separated words (chat: every message's text content, in order)."""
+    def words(text):
+        if isinstance(text, list):
+            return [w for part in text if isinstance(part, dict) for w in words(part.get("text", ""))]
+        return text.split() if isinstance(text, str) else []
+    if chat:
+        return [w for m in body.get("messages") or () if isinstance(m, dict) for w in words(m.get("content") or "")]
+    p = body.get("prompt")
+    if isinstance(p, list) and p and all(isinstance(x, int) for x in p):
+        return list(p)
+    if isinstance(p, list) and len(p) == 1:
+        return list(p[0]) if isinstance(p[0], list) else words(p[0])
+    return words(p)
+
+
+def prefix_hashes(units: list, block_tokens: int) -> np.ndarray:
+    """One hash per whole block of ``block_tokens`` prompt tokens, each covering the prompt up to
+    the end of its block (a chained BLAKE2b digest, as vLLM's block hashes chain the parent's):
+    two prompts share their first k hashes exactly when their first k blocks are the same tokens."""
+    h = hashlib.blake2b(digest_size=8)
+    out = []
+    for i in range(len(units) // block_tokens):
+        h.update(json.dumps(units[i * block_tokens:(i + 1) * block_tokens]).encode())
+        out.append(int.from_bytes(h.copy().digest(), "little") >> 1)
+    return np.asarray(out, dtype=np.int64)
 
 
 def prompt_tokens(body: dict, chat: bool) -> int:
@@ -280,7 +316,7 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
                     raise BadRequest("'n' must be 1", "n")
                 p = prompt_tokens(body, chat)
                 o = output_tokens(body, chat, default_max_tokens)
-                erid, q = state["sim"].submit(p, o)
+                erid, q = state["sim"].submit(p, o, prompt_units(body, chat))
             except BadRequest as e:
                 return _error(e.status, str(e), e.param)
             except SpecError as e:
@@ -386,7 +422,8 @@ def build(overrides: list[str], capacity: int):
 
     cfg = compose(overrides)
     specs = specs_from_config(cfg)
-    eng = LiveEngine(specs, des_spec(cfg), capacity=capacity)
+    eng = LiveEngine(specs, des_spec(cfg), capacity=capacity,
+                     block_tokens=specs.workload.trace.block_tokens)
     p = cfg.partition
     d = eng.des
     desc = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} dp{p.dp} / calibration "

@@ -204,3 +204,30 @@ def test_client_disconnect_aborts_the_request(base_specs, stream):
         assert 'simllm:requests_aborted_total{model_name="m"} 1.0' in text
         st, text = _post(url + "/v1/completions", {"prompt": "a b", "max_tokens": 3})
         assert st == 200 and json.loads(text)["usage"]["completion_tokens"] == 3
+
+
+def test_prefix_hashes_chain_whole_blocks():
+    """Block i's hash covers the prompt up to the end of block i: prompts sharing their first two
+    blocks of 4 tokens share exactly two hashes; a trailing partial block has none."""
+    from runner.tools.serve import prefix_hashes
+
+    a = prefix_hashes(list(range(10)), 4)                     # 2 whole blocks, 2 tokens left over
+    b = prefix_hashes(list(range(8)) + [99, 98, 97, 96], 4)   # same 2 blocks, a different third
+    c = prefix_hashes([1] + list(range(1, 8)), 4)             # differs in the first token
+    assert len(a) == 2 and len(b) == 3 and list(a) == list(b[:2]) and b[2] not in a
+    assert c[0] != a[0] and c[1] != a[1]                       # the chain carries the first block
+
+
+def test_served_prompt_reuses_its_cached_prefix(base_specs):
+    """With prefix caching on, the second request of the same 64-word prompt (4 blocks of 16
+    tokens) finds the blocks the first one left, up to the engine's rule that the prompt's last
+    token is always computed (engine.des.admission: (64 - 1) // 16 = 3 blocks): 48 cached tokens,
+    where without hashes it was 0."""
+    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400, prefix_caching=True), capacity=8,
+                     block_tokens=16)
+    prompt = " ".join(f"w{i}" for i in range(64))
+    with in_thread(make_app(eng, "sim-8b", time_scale=0.05)) as url:
+        for _ in range(2):
+            st, _ = _post(url + "/v1/completions", {"model": "sim-8b", "prompt": prompt, "max_tokens": 2})
+            assert st == 200
+    assert sorted(int(x) for x in eng.st.cached_tokens[:2]) == [0, 48]
