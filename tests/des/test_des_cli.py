@@ -32,9 +32,10 @@ def test_cli_des_on_shipped_trace_logs_table_and_percentiles(tmp_path, mlflow_ur
               "throughput_tok_s_per_gpu", "goodput_rps", "kv_utilisation_mean"):
         assert m[k] == pytest.approx(summary[k]), k
     assert runs[0].data.tags["simllm.engine"] == "des"
-    # engine.des.scheduler is null in conf/engine/des.yaml: the framework profile supplies it
-    assert runs[0].data.params["framework.scheduler"] == "vllm"
-    assert runs[0].data.params["framework.name"] == "generic"
+    # engine.des.scheduler is null in conf/engine/des.yaml: the default profile (conf/framework/
+    # vllm_v1.yaml: decode-first chunked prefill) supplies it
+    assert runs[0].data.params["framework.scheduler"] == "sarathi"
+    assert runs[0].data.params["framework.name"] == "vllm_v1"
     arts = {a.path for a in c.list_artifacts(runs[0].info.run_id)}
     assert {"table.parquet", "timeline.parquet"} <= arts
     tl = pl.read_parquet(job / "timeline.parquet")
