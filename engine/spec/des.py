@@ -420,12 +420,6 @@ class DesSpec:
             return min(d.max_num_batched_tokens, d.chunk_size)
         return d.max_num_batched_tokens
 
-    @property
-    def prompt_chunk(self) -> int:
-        """Most prompt tokens of one sequence in one iteration when the policy chunks."""
-        d = self.resolved
-        return min(d.chunk_size, d.max_num_batched_tokens) if d.chunk_size else d.max_num_batched_tokens
-
 
     @property
     def cluster_features(self) -> bool:

@@ -139,13 +139,3 @@ class FrameworkSpec:
             raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,
                             f"{str(need).lower()} for scheduler={self.scheduler} "
                             f"({scheduler_traits(self.scheduler).summary})")
-
-    def padded_batch(self, batch: int) -> int:
-        """The decode batch a CUDA graph runs for ``batch`` sequences: the smallest captured size
-        >= batch when padding is on and batch fits the largest graph; else ``batch`` (eager).
-        vLLM: ``pad_for_cudagraph`` / SGLang ``cuda_graph_runner`` bisect the capture list."""
-        if not self.cuda_graph_padding or batch > self.cuda_graph_sizes[-1]:
-            return batch
-        import bisect
-
-        return self.cuda_graph_sizes[bisect.bisect_left(self.cuda_graph_sizes, batch)]

@@ -1,5 +1,6 @@
 """Framework profiles (engine.spec.framework, conf/framework/) and how they fill engine.des."""
 
+import numpy as np
 import pytest
 
 from engine.errors import SpecError
@@ -34,11 +35,20 @@ def test_engine_des_value_overrides_the_profile():
     assert (d.max_num_seqs, d.scheduler, d.max_num_batched_tokens) == (64, "vllm", 8192)
 
 
-def test_cuda_graph_padding_rounds_up_to_the_next_captured_size():
-    fw = FrameworkSpec(cuda_graph_sizes=(1, 2, 4, 8, 16), cuda_graph_padding=True)
-    # by hand: 3 -> 4, 5 -> 8, 16 -> 16, 17 is above the largest graph -> eager, unpadded
-    assert [fw.padded_batch(b) for b in (1, 3, 5, 16, 17)] == [1, 4, 8, 16, 17]
-    assert FrameworkSpec().padded_batch(3) == 3
+def test_cuda_graph_padding_rounds_up_to_the_next_captured_size(base_specs):
+    """The step model runs a decode-only pass on the next captured graph: by hand, 3 -> 4,
+    5 -> 8, 16 -> 16, 17 is above the largest graph -> eager, unpadded; a mixed pass (T != Bd)
+    is never padded; without padding the tokens stay as they are."""
+    from dataclasses import replace
+
+    from engine.analytical.step import StepModel
+
+    fw = replace(base_specs.framework, cuda_graph_sizes=(1, 2, 4, 8, 16), cuda_graph_padding=True)
+    sm = StepModel.from_specs(replace(base_specs, framework=fw))
+    assert [sm.graph_tokens(b, b) for b in (1, 3, 5, 16, 17)] == [1, 4, 8, 16, 17]
+    assert sm.graph_tokens(5, 3) == 5
+    assert list(sm.graph_tokens(np.array([3.0, 5.0, 17.0]), np.array([3.0, 5.0, 17.0]))) == [4, 8, 17]
+    assert StepModel.from_specs(base_specs).graph_tokens(3, 3) == 3
 
 
 @pytest.mark.parametrize("kw, field", [
