@@ -183,10 +183,7 @@ class _Transfer:
         s = np.asarray(message_bytes, float)
         if n_gpus <= 1:
             return np.zeros_like(s)
-        link = self.pk["scaleup_bandwidth"]
-        if link is None:
-            raise SpecError("hardware.scaleup_bandwidth", None,
-                            f"a link bandwidth for {self.hw_name} ({op} over {n_gpus} GPUs)")
+        link = shapes.scaleup_link(self.pk, self.hw_name, op, n_gpus)
         th = self.fits[op]["params"]
         return transfer.comm_time(th, shapes.collective_bus_bytes(op, s, n_gpus), n_gpus, link)
 

@@ -18,7 +18,6 @@ against (transfer.op_time with t0 = 0 and unit efficiencies).
 import numpy as np
 
 from engine.cost import shapes, transfer
-from engine.errors import SpecError
 
 
 class Roofline:
@@ -54,8 +53,5 @@ class Roofline:
         s = np.asarray(message_bytes, float)
         if n_gpus <= 1:
             return np.zeros_like(s)
-        link = self.pk["scaleup_bandwidth"]
-        if link is None:
-            raise SpecError("hardware.scaleup_bandwidth", None,
-                            f"a link bandwidth for {self.hw_name} ({op} over {n_gpus} GPUs)")
+        link = shapes.scaleup_link(self.pk, self.hw_name, op, n_gpus)
         return shapes.collective_bus_bytes(op, s, n_gpus) / link

@@ -7,6 +7,8 @@ the plain roofline the benchmark compares against. Units: FLOP and byte.
 
 import numpy as np
 
+from engine.errors import SpecError
+
 #: GEMM table dtype -> (precision of the peak it runs at, activation bytes/elt, weight bytes/elt).
 #: Weight-only formats (int8_wo, int4_wo) dequantise to bf16 and multiply at the bf16 rate; nvfp4
 #: multiplies at the fp4 rate; fp8_block is fp8 with one scale per 128x128 block (scales ignored).
@@ -122,3 +124,13 @@ def collective_bus_bytes(op: str, message_bytes, n_gpus):
     s, n = _f(message_bytes), _f(n_gpus)
     f = 2.0 if op == "all_reduce" else 1.0
     return f * (n - 1.0) / n * s
+
+
+def scaleup_link(peaks: dict, hw_name: str, op: str, n_gpus: int) -> float:
+    """The chip's scale-up link bandwidth per direction (byte/s) a collective ``op`` over
+    ``n_gpus`` GPUs runs on; SpecError naming the field when the sheet gives none."""
+    link = peaks["scaleup_bandwidth"]
+    if link is None:
+        raise SpecError("hardware.scaleup_bandwidth", None,
+                        f"a link bandwidth for {hw_name} ({op} over {n_gpus} GPUs)")
+    return link
