@@ -44,7 +44,13 @@ def _trace_shape():
     """(prompt, output) lengths of the Sarathi ShareGPT trace (the shape of the dataset rows)."""
     import polars as pl
 
-    t = pl.read_csv(paths.shared_file("traces", SHAREGPT_TRACE))
+    path = paths.shared_file("traces", SHAREGPT_TRACE)
+    if not path.is_file():
+        from engine.errors import SpecError
+        raise SpecError("trace", paths.display(path), "the Sarathi ShareGPT trace the dataset-named rows "
+                        "take their length shape from (shared data root: $SIMLLM_SHARED_DATA or "
+                        "conf/paths)")
+    t = pl.read_csv(path)
     return t["num_prefill_tokens"].to_numpy().astype(float), t["num_decode_tokens"].to_numpy().astype(float)
 
 
