@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from engine.analytical.step import StepModel
 from engine.des import features
 from engine.des.config import DesSpec
-from engine.des.fleet import cache_factory, pool_size
+from engine.des.cluster import cache_factory, pool_size
 from engine.des.kv import KvCapacity, kv_capacity, replica_blocks
 from engine.des.noise import make_noise
 from engine.des.pricing import step_functions, swap_s_per_token

@@ -14,9 +14,8 @@ import polars as pl
 
 from engine.analytical.step import StepModel
 from engine.des.features import report as feature_report
-from engine.des.cluster import Loop, Router, kv_time_average
-from engine.des.fleet import make_fleet
-from engine.des.fleet import results as fleet_results
+from engine.des.cluster import NO_HOOKS, Loop, Router, kv_time_average, make_fleet
+from engine.des.cluster import results as fleet_results
 from engine.des.workload.sessions import transform
 from engine.des.assembly import assemble
 from engine.des.config import DesSpec, deployment
@@ -36,7 +35,7 @@ class DesRunResult(RunResult):
     iteration or decode run with its batch, prefill tokens, KV blocks used, running and waiting."""
 
     timeline: pl.DataFrame | None = None
-    #: cluster features (engine.des.fleet): name -> frame ("timeseries", "decisions", "regret"),
+    #: cluster features (engine.des.cluster.fleet): name -> frame ("timeseries", "decisions", "regret"),
     #: each written as <name>.parquet next to the table
     frames: dict | None = None
     #: how the runner writes ``table``: parquet (table.parquet) | csv (table.csv; engine.des.output_format)
@@ -155,17 +154,18 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     make_cache = asm.make_cache
     devices = specs.partition.devices_per_replica * n_rep
     bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
-    router, decode_router, handoff = Router(des.router, reps, st), None, None
+    router, decode_router, handoff = Router(des.router, reps, st, des), None, None
     if des.prefill_replicas:
         pre, dec = reps[:des.prefill_replicas], reps[des.prefill_replicas:]   # roles set by assemble
-        router, decode_router = Router(des.router, pre, st), Router(des.router, dec, st)
+        router, decode_router = Router(des.router, pre, st, des), Router(des.router, dec, st, des)
         handoff = handoff_function(specs, des)
+    fleet = make_fleet(specs, des, reps, n_rep, st, make_cache)
     loop = Loop(st, reps, router, decode_router=decode_router, handoff_s=handoff, users=stream.users,
                 think_time_s=stream.think_time_s,
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
                 bucket=bucket, progress=_progress(des, len(stream)),
-                fleet=make_fleet(specs, des, reps, n_rep, st, make_cache), des=des)
+                hooks=fleet or NO_HOOKS, des=des)
     t_end = loop.run() if blocks > 0 else 0.0
     if des.client_rtt_ms:             # the client sees each token half a round trip later
         st.first_token += loop._rtt_half
@@ -188,9 +188,9 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     )
     frames = None
     if des.cluster_features:
-        extra, frames = fleet_results(loop.fleet, reps, st, table, des)
+        extra, frames = fleet_results(fleet, reps, st, table, des)
         s.update(extra)
-        if loop.fleet is not None and s.get("replica_hours"):
+        if fleet is not None and s.get("replica_hours"):
             s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
     if blocks > 0:
         s.update(feature_report.summary(specs, feats, st, table, s, span, devices))
@@ -208,7 +208,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         rows = [r for rep in reps for r in rep.timeline]
         timeline = pl.DataFrame(rows, schema=list(cols), orient="row")
     if des.counterfactual:            # same arrivals, other policy: per-request regret
-        from engine.des import counterfactual as cf
+        from engine.des.cluster import counterfactual as cf
         alt = simulate(specs, cf.alternative(des, des.counterfactual), stream=stream0).result
         frames["regret"] = cf.regret_table(table, alt.table)
         s.update(cf.summary(frames["regret"]))

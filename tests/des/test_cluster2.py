@@ -231,7 +231,7 @@ def test_servegen_cli_writes_the_trace(tmp_path, capsys):
 def _fleet(index, caches, total=8):
     from types import SimpleNamespace
 
-    from engine.des.fleet import Fleet
+    from engine.des.cluster import Fleet
 
     reps = [SimpleNamespace(idx=i, kv=SimpleNamespace(prefix=c, load=0.0), total=total, n=0, waiting=[],
                             busy_s=0.0, on_preempt=None) for i, c in enumerate(caches)]
@@ -243,20 +243,20 @@ def _fleet(index, caches, total=8):
 
 @pytest.mark.parametrize("index, expect", [("routed", {0: 3}), ("events", {})])
 def test_events_index_forgets_what_the_replica_evicted(index, expect):
-    from engine.des.fleet import HeardCache
+    from engine.des.cluster import HeardCache
     from engine.des.kv import PrefixCache
 
     cls = HeardCache if index == "events" else PrefixCache
     f, (r0, r1) = _fleet(index, [cls(1), cls(1)])
-    f._remember(0, r0)                       # request 0's blocks 1, 2, 3 routed to replica 0
-    assert f._prefix_match(1) == ({0: 3}, 4)     # request 1 = 1, 2, 3, 4: three leading blocks there
+    f.gateway.router.routed(0, r0)           # request 0's blocks 1, 2, 3 routed to replica 0
+    assert f.gateway.router.match(1) == ({0: 3}, 4)     # request 1 = 1, 2, 3, 4: three leading blocks there
     pc = r0.kv.prefix
     pc.insert_pinned([1, 2, 3])
     pc.release([1, 2, 3])                    # LRU order 1, 2, 3
     assert pc.evict(2) == 2                  # two one-page entries: 1 and 2 leave replica 0
     # events: the index heard it and block 1 (the first) is gone, so no leading match; routed
     # still sends request 1 to replica 0 for three blocks it no longer has
-    assert f._prefix_match(1)[0] == expect
+    assert f.gateway.router.match(1)[0] == expect
 
 
 def test_lru_index_keeps_at_most_the_replica_cache_size():
@@ -265,11 +265,11 @@ def test_lru_index_keeps_at_most_the_replica_cache_size():
     # replica 0 holds 4 one-page entries (4 KV blocks / 1 page per entry): after routing blocks
     # 1, 2, 3 then 10, 11 there, the least recently routed (1) is forgotten
     f, (r0, r1) = _fleet("lru", [PrefixCache(1), PrefixCache(1)], total=4)
-    f._remember(0, r0)
-    f._remember(2, r0)
-    assert list(f._routed[0]) == [2, 3, 10, 11]
-    assert f._prefix_match(1)[0] == {}
-    assert f._prefix_match(2)[0] == {0: 2}
+    f.gateway.router.routed(0, r0)
+    f.gateway.router.routed(2, r0)
+    assert list(f.gateway.router._routed[0]) == [2, 3, 10, 11]
+    assert f.gateway.router.match(1)[0] == {}
+    assert f.gateway.router.match(2)[0] == {0: 2}
 
 
 def test_prefix_index_runs_end_to_end(specs_with):
