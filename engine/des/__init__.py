@@ -6,8 +6,15 @@ Reading guide (open in this order):
                     summarise; the bound label from the step model's decode pass
     assembly.py     the ONE assembly of a deployment (replicas, KV pools, prefix caches, step
                     functions, features) that ``simulate`` and the live engine both use
-    cluster.py      the event loop (``Loop``: iteration ends, arrivals, plans; deterministic ties)
-                    and the routers
+    cluster/        the event loop and the fleet, one module per job (its own reading guide):
+      loop.py         ``Loop``: iteration ends, arrivals, plans; deterministic ties; no feature
+                      branches: cluster features reach it through one ``Hooks`` object (hooks.py,
+                      null by default)
+      routers.py      the router registry: a class per name, ``pick(rid, snapshot)`` on fresh or
+                      delayed signals (signals.py)
+      fleet.py        the cluster features' hooks, composed of gateway.py, shedding.py,
+                      deadlines.py, autoscaler.py, telemetry.py (time series, decision trace);
+                      counterfactual.py the regret of a re-run
     replica.py      one replica: running slots (structure of arrays) that price and commit a plan
       queue.py        its waiting queue and the queue policy (fcfs, priority, sjf)
       admission.py    the KV-fit test (written once), admission, decode reservation, preemption
@@ -25,8 +32,6 @@ Reading guide (open in this order):
     state.py        per-request timestamps and counters (numpy arrays by request id)
     metrics.py      the per-request table and the percentile summary
     live.py         ``LiveEngine``: the same replicas stepped by an outside clock (simllm-serve)
-    fleet.py        cluster-scale control (delayed signals, shedding, autoscaling, deadlines,
-                    sessions' turns, time series, decision trace), counterfactual.py its regret
 
 Extension points (touch counts):
     a scheduler policy   its traits in engine/spec/scheduling.py (one record; engine.spec
@@ -38,7 +43,10 @@ Extension points (touch counts):
                          needs, or a decoding/power slot strategy) + ``features.build`` (+
                          ``features.report`` for its figures)
     a trace importer     engine/des/workload/importers/<name>.py calling ``register`` + its import
-    a router             engine/des/cluster.py ``Router`` (fleet.py for the signal-aware ones)
+    a router             a class in engine/des/cluster/routers.py (``pick(rid, snapshot)``,
+                         ``@register("<name>")``) + the name in engine.spec.des.ROUTERS: 2 files
+    a fleet control      engine/des/cluster/<job>.py + its calls from the ``Fleet`` hooks
+                         (cluster/fleet.py) + its settings in engine/spec/des.py: 3 files
 
 ``run(specs)`` and ``simulate(specs)`` read their settings from ``specs.des`` (DesSpec), whose null
 scheduler settings come from ``specs.framework`` (FrameworkSpec); a DesSpec passed explicitly
