@@ -1,4 +1,4 @@
-"""Print the counterfactual report of a run with engine.des.counterfactual (regret.parquet)."""
+"""Print the counterfactual report of a run with the engine.des.counterfactual setting (regret.parquet; engine/des/cluster/counterfactual.py)."""
 import json
 import sys
 from pathlib import Path

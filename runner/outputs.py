@@ -46,7 +46,7 @@ def write_result(job_dir: Path, result: "RunResult", resolved_yaml: str, meta: d
     csv = getattr(result, "table_format", "parquet") == "csv"
     paths = [job_dir / SUMMARY, job_dir / (TABLE_CSV if csv else TABLE), job_dir / ASSUMPTIONS, job_dir / CONFIG]
     if csv:     # one row per request like the SimLLM seed's results/q512.csv; list columns ';'-joined
-        from engine.des.extras import csv_table
+        from engine.des.metrics import csv_table
         _atomic_write(paths[1], lambda p: csv_table(result.table).write_csv(p))
     else:
         _atomic_write(paths[1], lambda p: result.table.write_parquet(p))

@@ -9,7 +9,7 @@ or the host) and ``idle`` = engine.analytical.idle_power_fraction. TDP is the ce
              J per request       = P_p x devices x t_prefill / B  +  (N - 1) x J per output token
 A first-order model (the power of a memory-bound step is taken to equal a compute-bound one's);
 no chip without a TDP figure gets a number (NaN). The discrete-event engine uses the same power
-per iteration (engine.des.power) and attributes it to the requests in the iteration.
+per iteration (engine.des.features.power) and attributes it to the requests in the iteration.
 """
 
 import numpy as np

@@ -182,7 +182,7 @@ class LiveEngine:
         running between iterations: dropped at once (``Replica.abort``: KV blocks freed, slot
         compacted as a preemption does, not requeued); in an iteration in progress: a decode
         run is cut after the step in progress (as an arrival cuts it) and the request dropped
-        when that iteration ends (the deadline path of ``engine.des.fleet``; if that iteration
+        when that iteration ends (the deadline path of ``engine.des.cluster.deadlines``; if that iteration
         completes it, it stays completed and comes out in ``Emitted.done`` as usual). A dropped
         request's slot comes back by itself (no ``release``); tokens the engine still hands out
         for it (the iteration in progress) are the caller's to ignore. Returns False (nothing

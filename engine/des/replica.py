@@ -123,7 +123,7 @@ class Replica(Queue, Admission, Departures):
     def swap_s_per_token(self, v: float) -> None:
         self.kv.swap_s_per_token = v
 
-    # the head-of-line detector's figures (engine.des.fleet.results), None/empty when off
+    # the head-of-line detector's figures (engine.des.cluster.fleet.results), None/empty when off
     @property
     def hol(self):
         return self.hol_detector

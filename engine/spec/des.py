@@ -152,7 +152,7 @@ class DesSpec:
         the load drains); throughput counts the completions inside that window over its length.
         The per-request table keeps every request (column ``measured`` marks the window).
 
-    Cluster scale (engine.des.fleet, engine.des.kv.tiers, engine.des.workload.sessions; all off by default):
+    Cluster scale (engine.des.cluster, engine.des.kv.tiers, engine.des.workload.sessions; all off by default):
     arrival_dist: none | poisson | gamma | weibull: the open-loop stream's gaps drawn again from
         that law with the stream's mean gap and coefficient of variation arrival_cv
         (engine.des.workload.arrivals), before the traffic shape;
@@ -190,9 +190,9 @@ class DesSpec:
     class_slo_ttft_ms / class_slo_tpot_ms: per priority class SLOs (empty = slo_*_ms);
     record_decisions: keep every routing/admission/preemption decision (route, shed, reject_max_len,
         expire, abort_queued, abort_running, preempt, scaling) with the signals it saw
-        (frames["decisions"]; engine.des.fleet);
+        (frames["decisions"]; engine.des.cluster.autoscaler);
     counterfactual: "key=value,..." engine.des settings of a second run on the same arrivals;
-        per-request regret in frames["regret"], cf_* in the summary (engine.des.counterfactual);
+        per-request regret in frames["regret"], cf_* in the summary (engine.des.cluster.counterfactual);
     classes: request classes (a list of RequestClass mappings: name, share or filter, their own
         length distributions, priority, SLOs, deadline); empty = one class as before (the
         workload's priority_fraction); per-class results ``class_<name>_*``;
@@ -423,7 +423,7 @@ class DesSpec:
 
     @property
     def cluster_features(self) -> bool:
-        """Any of the cluster-scale features on (engine.des.fleet runs the extra bookkeeping)."""
+        """Any of the cluster-scale features on (engine.des.cluster.Fleet runs the extra bookkeeping)."""
         return bool(self.traffic_shape != "none" or self.arrival_dist != "none" or self.session_turns or self.reasoning_fraction
                     or self.max_model_len or self.client_rtt_ms or self.timeout_s or self.kv_host_gb
                     or self.kv_disk_gb or self.router == "weighted" or self.signal_delay_s

@@ -1,6 +1,6 @@
 """Head-of-line blocking detector (a cluster feature, on with ``DesSpec.cluster_features``): a
 queue head that fails the KV-fit test while others wait behind it blocks them (FCFS, as in vLLM).
-An episode runs from the head's first failed test to its leaving the queue; engine.des.fleet's
+An episode runs from the head's first failed test to its leaving the queue; engine.des.cluster.fleet's
 results report the blocked heads, the closed episodes' seconds and the longest."""
 
 from engine.des.features.base import Feature

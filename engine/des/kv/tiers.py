@@ -38,7 +38,7 @@ class TieredPrefixCache(PrefixCache):
         self.hit_entries = {"hbm": 0, "host": 0, "disk": 0}
         self.demotions = {"host": 0, "disk": 0}
         self.dropped = 0
-        self.on_drop = None       # f(hash) when an entry leaves the last tier (engine.des.fleet)
+        self.on_drop = None       # f(hash) when an entry leaves the last tier (engine.des.cluster.fleet)
 
     def match(self, hashes, limit: int) -> int:
         n = 0
