@@ -1,4 +1,4 @@
-"""Cost of the DES cluster features per simulated request (issue 17).
+"""Cost of the DES cluster features per simulated request.
 
     python benchmarks/bench_cluster.py [--requests 20000]
 

@@ -1,4 +1,4 @@
-"""DES cost of the per-step features (issue 15): energy accounting (on whenever hardware.tdp is
+"""DES cost of the per-step features: energy accounting (on whenever hardware.tdp is
 set), the TDP throttle, speculative decoding and per-token timestamps, each against the plain
 simulation of the same stream (poisson_chat, llama_3_1_8b on h100_sxm).
 

@@ -12,7 +12,7 @@ Figures (peak RSS of the whole child process, CPU-s of that process and of the s
   pareto sweep    ``engine.analytical.pareto.sweep`` of about --points points: DeepSeek-V3 on
                   72 x GB200 (the bench_pareto.py grid) with batches 1..N widened to reach it
 A child run with ``--checkout DIR`` imports another simllm checkout (PYTHONPATH): before/after.
-Target of issue 18: a 10^6-point sweep's working set <= 300 MB.
+Target: a 10^6-point sweep's working set <= 300 MB.
 """
 
 import json

@@ -11,13 +11,13 @@ Paths (each a whole fresh ``simllm`` process; CPU-s = user + system of that proc
   basic sqlite     Hydra's basic sweeper on a --jobs-basic subset
   plain sqlite     the reference: a plain ``@hydra.main`` + MLflow job (benchmarks/_plain_app.py)
                    on the basic sweeper, same number of jobs; basic and plain run interleaved,
-                   --reps times each (min and median; issue 18: basic no worse than plain)
+                   --reps times each (min and median; target: basic no worse than plain)
   vectorised       ``engine.analytical.sweep`` of the whole grid in one call (engine call alone)
 CPU-ms per job = the process's CPU-s / jobs (amortised: start-up included). Each store is
 created before timing (printed, not counted). The results are read back from the store and
 hashed (overrides -> metrics of every run): equal digests, identical results. --checkout DIR
 runs another simllm checkout (PYTHONPATH) with this environment: the before/after comparison.
-Target of issue 18: <= 60 CPU-ms per job on the batched path, sqlite and server.
+Target: <= 60 CPU-ms per job on the batched path, sqlite and server.
 """
 
 import hashlib

@@ -13,7 +13,7 @@ and the ten most expensive packages to import (``python -X importtime``: the sum
 every module of a top-level package such as hydra, numpy or mlflow) for each of the three.
 ``--checkout DIR`` measures another checkout of simllm (e.g. an older commit exported with
 ``git archive``) through PYTHONPATH with this environment's packages: the before/after figure.
-Targets of issue 18: help and analytical < 1 CPU-s, des 1k < 0.8 CPU-s.
+Targets: help and analytical < 1 CPU-s, des 1k < 0.8 CPU-s.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Per-request ITLs in calibrate (issue 16): each request's median inter-token gap, the decode
+"""Per-request ITLs in calibrate: each request's median inter-token gap, the decode
 side of stage 1, and the per-request overhead as a fourth stage-1 parameter.
 
 The exact round trips: the DES at hidden parameters (compute efficiency 0.5, bandwidth

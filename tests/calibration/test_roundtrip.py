@@ -1,4 +1,4 @@
-"""Round trips of ``calibrate`` on four serving scenarios (issue 13 item 4).
+"""Round trips of ``calibrate`` on four serving scenarios .
 
 The DES generates the 'measurement' at hidden parameters (compute and bandwidth efficiency 0.5,
 step overhead 2 ms; where the scenario has tails, jitter sigma 0.05 and exponential jumps of
@@ -24,7 +24,7 @@ point the tail split fails: xfail below; 3 rounds: with 2, from this start, the 
 and (c) Poisson 17 req/s, 1000 requests, no ITL column; (d) a closed loop of 16 users, 1000
 requests, no ITL column and no tail (with the tail on, this fit put the bandwidth efficiency
 14.5 % low and the overhead 66 % low; the range flagged the overhead, not the bandwidth: a known
-gap, reported on issue 13).
+gap).
 Run with -s to see the table hidden vs recovered.
 """
 

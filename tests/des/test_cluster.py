@@ -1,4 +1,4 @@
-"""Cluster-scale DES features (issue 17): traffic shapes, sessions, KV tiers, routing on delayed
+"""Cluster-scale DES features: traffic shapes, sessions, KV tiers, routing on delayed
 signals, cost, per-class metrics and detectors, counterfactual regret. Expected numbers are
 derived by hand in each test (integrals, block arithmetic, bandwidth division)."""
 

@@ -1,4 +1,4 @@
-"""Issue 17, second round: request classes with their own lengths/priorities/SLOs, end-to-end
+"""Cluster-scale DES features, continued: request classes with their own lengths/priorities/SLOs, end-to-end
 deadlines that abort running requests, preemption decisions and head-of-line blocked time, the
 gateway prefix index that forgets evicted blocks, the ServeGen importer. Expected numbers are
 derived by hand in each test (counts, event order, block arithmetic)."""

@@ -1,4 +1,4 @@
-"""EP as an independent device-count factor (partition.ep_layout = extra, issue 15): llm_perf's
+"""EP as an independent device-count factor (partition.ep_layout = extra): llm_perf's
 PP8-TP4-EP2 on 64 GPUs is expressible, is priced as its equivalent shared layout, and the default
 (shared) is today's behaviour."""
 

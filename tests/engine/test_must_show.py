@@ -1,4 +1,4 @@
-"""Must-show of issue 3: TPOT of Llama-3.1-70B BF16 on 8x H100 SXM at TP=8, batch 1, context 2k.
+"""TPOT of Llama-3.1-70B BF16 on 8x H100 SXM at TP=8, batch 1, context 2k.
 
 Derived by hand from the shipped configs (conf/model/llama_3_1_70b.yaml, conf/hardware/h100_sxm.yaml,
 conf/calibration/default.yaml); output_len=2 makes TPOT the single decode step at context 2049:

@@ -1,4 +1,4 @@
-"""Chunked sweeps (issue 18): evaluating a grid a few points at a time changes no number.
+"""Chunked sweeps: evaluating a grid a few points at a time changes no number.
 
 The reference is computed here independently of the chunking code: the whole cartesian product
 built with np.meshgrid (row-major, "ij") and evaluated in one ``evaluate`` call, which is what

@@ -1,5 +1,5 @@
 """simllm-import hbm --write-sheet: the derived bandwidth replaces the sheet's hbm_bandwidth row and
-the hardware YAML is regenerated from the sheet (issue 15, item 7)."""
+the hardware YAML is regenerated from the sheet ."""
 
 from pathlib import Path
 

@@ -1,7 +1,7 @@
 """End to end through the console scripts (slow: they spawn processes, and the round trip runs
 a few minutes of simulated serving at a slowed clock). All servers listen on 127.0.0.1.
 
-Round trip (issue 16 item 3): ``simllm-serve`` with a hidden calibration (compute efficiency 0.5,
+Round trip: ``simllm-serve`` with a hidden calibration (compute efficiency 0.5,
 memory-bandwidth efficiency 0.6, step overhead 2 ms, per-request overhead 5 ms; the numbers chosen
 here), ``simllm-observe`` against it, then ``simllm-calibrate`` on the observation must recover
 each within 10 %. The server and observer run at ``--time-scale 10`` (ten wall seconds per

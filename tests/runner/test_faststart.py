@@ -1,4 +1,4 @@
-"""Issue 18's start-up and per-job shortcuts change no config: each is checked against Hydra's or
+"""The start-up and per-job shortcuts change no config: each is checked against Hydra's or
 OmegaConf's own behaviour, computed in the same test without the shortcut.
 
 * batched sweeper, in-place overrides: applying and undoing a job's value overrides leaves the

@@ -103,7 +103,7 @@ def test_one_default_tracking_uri(monkeypatch):
 
 def test_only_the_tracking_module_talks_to_mlflow():
     """No private MLflow API, no global URI change, one module importing MLflow (validate.py
-    is left to its owner: see the report of issue 13)."""
+    is left to its owner: see the calibration round-trip notes)."""
     bad = []
     for p in sorted((ROOT / "runner").glob("**/*.py")) + sorted((ROOT / "engine").glob("**/*.py")):
         text = p.read_text()
