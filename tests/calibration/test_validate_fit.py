@@ -34,12 +34,12 @@ def test_fit_writes_a_relative_calibration_and_the_profiles_steps(tmp_path, caps
     rc = validate.main(["--csv", str(DATA / "benchmark_rows.csv"), "--no-tracking", "--des-scale", "0.1",
                         "--model-config", f"Qwen2.5-7B={DATA / 'qwen2.5-7b-config.json'}",
                         "--fit", "mine", "--max-nfev", "2", "--conf-dir", str(conf),
-                        "--set", "calibration.kernels=auto", "--output-dir", str(tmp_path / "out")])
+                        "--set", "calibration.cost.backend=auto", "--output-dir", str(tmp_path / "out")])
     assert rc == 0
     text = (conf / "calibration" / "mine.yaml").read_text()
     assert str(ROOT.parent) not in text and "benchmark_rows.csv" in text     # no machine path
     y = OmegaConf.create(text)
-    assert y.name == "mine" and y.kernels == "auto" and 0 < y.compute_efficiency <= 1
+    assert y.name == "mine" and y.cost.backend == "auto" and 0 < y.compute_efficiency <= 1
     out = capsys.readouterr().out
     # every profile the fit moved had its step_overhead line rewritten, the rest of it untouched
     for line in out.splitlines():

@@ -119,10 +119,11 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
 def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict, cases: list[Case],
                 base_cfg) -> str:
     """The fitted calibration as conf/calibration/NAME.yaml (``runner.calibration_yaml``: one
-    layout, paths relative to the project); the kernel backend as composed (``--set``)."""
+    layout, paths relative to the project); the cost backend as composed (``--set``)."""
     from runner.calibration_yaml import calibration_yaml_text, display
 
     c = base_cfg.calibration
+    cost = c.cost
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     err = "; ".join(f"{g} median {s['median_abs_error']:.1%} / max {s['max_abs_error']:.1%} (n={s['n']})"
                     for g, s in summary.items() if s["n"])
@@ -136,7 +137,7 @@ def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict
               "Noise stays off: the dev set publishes medians and means, no tails to fit a jump diffusion to."]
     prov = (f"simllm-validate --fit on {display(csv_path)} (sha256 {sha}); {n} rows (TTFT, TPOT,\n"
             "throughput; analytical batch-1/static-batch rows, DES offline and serving rows; MLPerf\n"
-            f"server rows evaluated, not fitted); kernels={c.kernels}; memory reserve and KV fraction as\n"
+            f"server rows evaluated, not fitted); cost.backend={cost.backend}; memory reserve and KV fraction as\n"
             "the seed document (not fitted). Error reached: " + err)
     step = ("fitted: per iteration, every framework (profiles add their own: conf/framework/*.yaml)"
             if fws else "fitted: per iteration (scheduler)")
@@ -151,8 +152,9 @@ def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict
               ("per_request_overhead", f"{params['per_request_overhead_s'] * 1e6:.1f} us",
                "fitted: once per request (tokenise, admit, respond)"),
               ("launch_overhead", c.get("launch_overhead", "0 us"), "per forward pass; not fitted"),
-              ("kernels", c.kernels, "operator prices: roofline | measured | transfer | anchored | auto"),
-              ("transfer_exclude", list(c.get("transfer_exclude") or []),
+              ("cost", "", "operator prices (engine.cost.registry; calibration.cost)"),
+              ("  backend", cost.backend, "roofline | measured | transfer | anchored | auto"),
+              ("  transfer_exclude", list(cost.get("transfer_exclude") or []),
                "kernel table sets the transfer curves are fitted without")]
     return calibration_yaml_text(name, header, prov, fields)
 
