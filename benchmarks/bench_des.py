@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--rate", type=float, default=0.0, help="rescale arrivals to this mean rate (0: as recorded)")
     ap.add_argument("--scheduler", default="vllm")
     ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.kernels=measured framework=vllm_v1")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.cost.backend=measured framework=vllm_v1")
     args = bench.parse_args()
     base = compose_specs(args.overrides, config_dir=CONF, experiments=False)
     print(f"model {base.model.name}, hardware {base.hardware.name}, kernels {base.calibration.kernels}"

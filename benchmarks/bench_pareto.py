@@ -43,7 +43,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=8192)
     ap.add_argument("--output", type=int, default=1024)
     ap.add_argument("--loop-sample", type=int, default=2000)
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.kernels=measured framework=trtllm")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. calibration.cost.backend=measured framework=trtllm")
     a = bench.parse_args()
     s = specs_for(a.model, a.hardware, a.prompt, a.output, a.overrides)
     axes, dropped = pareto.grid(s, a.devices, BATCHES, CHUNKS, max_sp=a.devices)

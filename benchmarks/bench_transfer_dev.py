@@ -5,9 +5,9 @@
 For each chip (a conf/hardware option whose ``kernel_tables`` names a measured set) the dev rows
 run on it (``../shared/data/reference/measured_dev.csv``, through ``simllm-validate``'s row
 grammar) are predicted three ways with the same calibration:
-    measured   the chip's own kernel tables (calibration.kernels=measured)
+    measured   the chip's own kernel tables (calibration.cost.backend=measured)
     transfer   curves fitted on the other chips' tables only, applied to this chip's spec sheet
-               (calibration.kernels=transfer, calibration.transfer_exclude=[its set])
+               (calibration.cost.backend=transfer, calibration.cost.transfer_exclude=[its set])
     anchored   the nearest other measured chip x the transfer ratio (kernels=anchored, same exclusion;
                H100 and H200 are near-twins, so this column is optimistic for a truly new chip)
 Rows whose framework names no kernel tables (gpt-fast, priced by the roofline) are left out: the
@@ -56,9 +56,9 @@ def main():
         if not rows:
             print(f"\n{chip}: no kernel-priced dev rows")
             continue
-        ways = {"measured": ("calibration.kernels=measured",),
-                "transfer": ("calibration.kernels=transfer", f"calibration.transfer_exclude=[{tables}]"),
-                "anchored": ("calibration.kernels=anchored", f"calibration.transfer_exclude=[{tables}]")}
+        ways = {"measured": ("calibration.cost.backend=measured",),
+                "transfer": ("calibration.cost.backend=transfer", f"calibration.cost.transfer_exclude=[{tables}]"),
+                "anchored": ("calibration.cost.backend=anchored", f"calibration.cost.transfer_exclude=[{tables}]")}
         errs = {}
         c0, w0 = time.process_time(), time.perf_counter()
         for way, extra in ways.items():

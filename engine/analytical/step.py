@@ -261,7 +261,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
     kern, _ = kernels.build(specs, tp, ep, sp)
     if kern is not None and not (np.allclose(peak1, hw.peak_flops(m.math_dtype))
                                  and np.allclose(bw1, hw.hbm_bandwidth_bytes_s)):
-        raise SpecError("calibration.kernels", cal.kernels,
+        raise SpecError("calibration.cost.backend", cal.kernels,
                         "roofline when sweeping peak FLOP/s or HBM bandwidth (kernel tables describe "
                         "the chip as it is; give a what-if chip its own hardware YAML and use "
                         "kernels=transfer)")

@@ -40,7 +40,7 @@ def _has_tables(hardware: HardwareSpec, framework: str) -> bool:
 def _needs_tables(framework: str, backend: str) -> None:
     if framework == NO_TABLES:
         raise SpecError("framework.kernel_tables", framework,
-                        f"trtllm, vllm or sglang for calibration.kernels={backend} (the framework "
+                        f"trtllm, vllm or sglang for calibration.cost.backend={backend} (the framework "
                         "names no kernel tables)")
     if framework not in FRAMEWORKS:
         raise SpecError("framework.kernel_tables", framework, "one of " + ", ".join(FRAMEWORKS))
@@ -144,7 +144,7 @@ def resolve(backend: str, framework: str, hardware: HardwareSpec | None = None) 
     no kernel tables and (given ``hardware``) measured or transfer; measured, transfer and anchored
     need a framework with tables (SpecError naming framework.kernel_tables); others unchanged."""
     if backend not in BACKENDS:
-        raise SpecError("calibration.kernels", backend, "one of " + ", ".join(BACKENDS))
+        raise SpecError("calibration.cost.backend", backend, "one of " + ", ".join(BACKENDS))
     if backend == "auto":
         if framework == NO_TABLES:
             return "roofline"
@@ -175,7 +175,7 @@ def kernel_model(hardware: HardwareSpec, framework: str, backend: str = "auto",
     """The operator-cost model for a chip and framework (cached per arguments): ``BACKENDS[backend]``
     (module docstring). ``framework``: the kernel tables' framework (trtllm | vllm | sglang; none:
     roofline only); ``exclude``: measured table sets the transfer curves are fitted without.
-    SpecError names the offending field (calibration.kernels, framework.kernel_tables,
+    SpecError names the offending field (calibration.cost.backend, framework.kernel_tables,
     hardware.kernel_tables, calibration.transfer_exclude)."""
     if not isinstance(hardware, HardwareSpec):
         raise SpecError("hardware", type(hardware).__name__, "a HardwareSpec")

@@ -65,7 +65,7 @@ def test_rows_to_cases():
 
 def test_batch1_tpot_against_hand_roofline():
     case = validate.build_case(ROWS[0])
-    r = validate.Runner("default", extra=("calibration.kernels=roofline",))   # the hand roofline
+    r = validate.Runner("default", extra=("calibration.cost.backend=roofline",))   # the hand roofline
     pred = r.predict(case)
     cal, fw = r.specs(case)[0].calibration, r.specs(case)[0].framework
     hand = ((6.738e9 - 32000 * 4096) * 2 / (2.039e12 * cal.memory_bandwidth_efficiency)

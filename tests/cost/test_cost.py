@@ -136,7 +136,7 @@ def test_spec_errors():
     assert e.value.field == "framework.kernel_tables"
     with pytest.raises(SpecError) as e:
         kernel_model(H100, "vllm", "roofline-ish")
-    assert e.value.field == "calibration.kernels"
+    assert e.value.field == "calibration.cost.backend"
     with pytest.raises(SpecError) as e:
         kernel_model(JALAPENO, "vllm", "measured")
     assert e.value.field == "hardware.kernel_tables"

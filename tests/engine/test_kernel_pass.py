@@ -113,7 +113,7 @@ def test_kernel_tables_refuse_swept_peaks(fake):
     from engine.errors import SpecError
 
     s = specs(model="llama_3_1_8b", hardware="h100_sxm")
-    with pytest.raises(SpecError, match="calibration.kernels"):
+    with pytest.raises(SpecError, match="calibration.cost.backend"):
         evaluate(s, hbm_bandwidth_bytes_s=np.array([3.35e12, 8e12]))
 
 
