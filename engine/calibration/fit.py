@@ -627,7 +627,7 @@ def valley_check(prob: Problem, p: dict, ranges: dict, history: list, max_nfev: 
     profile-likelihood bound of the fit's own, cost <= cost_fit (1 + 3.84 / (m - 3)) (m binned
     residuals; the residual variance estimated from the fit, as ``solve.confidence`` does). The
     ranges of the three stage-1 parameters then reach its values, and a parameter is pinned only
-    while the widened half-range stays within the pinning limits (``_PIN1``). On the issue-13
+    while the widened half-range stays within the pinning limits (``_PIN1``). On the calibration
     round trips at 50 % and 80 % load (no ITLs) a restart at bandwidth efficiency 0.41 fitted
     better than the fit at 0.49 (hidden 0.5), so that efficiency is not pinned there. Two extra
     stage-1 fits; each is noted in ``history``."""

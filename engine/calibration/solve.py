@@ -22,7 +22,7 @@ model still sees a step dx = -(J^T J)^+ g to its minimum (g: the cost's gradient
 robust loss scipy's loss-scaled J and gradient). The half-range of each coordinate is then
 1.96 sigma + |dx| (the range around the linearised minimum, reaching back to the point
 reported; dx ~ 0 at a converged fit), so a fit that stalled does not report a range that excludes
-where its own linearisation says the minimum is (the issue-16 live fits stalled on a kink of a replayed trace
+where its own linearisation says the minimum is (live round-trip fits once stalled on a kink of a replayed trace
 and reported +-0.1 % around values 40-110 % off).
 A coordinate is flagged not identifiable when its sigma is infinite or its 95 % half-range
 exceeds ``max_halfwidth`` (default a quarter of its box, hi - lo; a callable of x may

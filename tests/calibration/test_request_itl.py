@@ -9,7 +9,7 @@ log-normal 128-4096, outputs 8-24; ``calibrate`` starts from the spec-sheet cali
 added to every measured TTFT, that constant in the per-request overhead). Before this change,
 exact data of this shape (the workload config's seed, no per-request overhead, which the old fit
 could not take) came out at 0.54 / 0.78 / 3.7 ms for 0.5 / 0.6 / 2 ms, and 0.54 / 0.84 / 4.1 ms
-with every TTFT 0.25 ms late, every range 'pinned' (see the issue-16 note).
+with every TTFT 0.25 ms late, every range 'pinned'.
 """
 
 from dataclasses import replace

@@ -6,24 +6,23 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 
 from engine.analytical import kvcache, pareto
 from engine.analytical.params import param_counts
 from engine.analytical.run import run
 from engine.errors import SpecError
 from engine.spec import PartitionSpec
-from runner import schema
-from runner.convert import specs_from_config
-from runner.tools.study import ROOT
+from tests.fixtures import specs, with_fields
+
+#: GPT-1.8T MoE (FP4) on GB200 NVL72 with llm_perf's system figures, calibration ideal (plain specs:
+#: tests/fixtures.py, equal to conf/'s options).
+BASE = specs(model="gpt_1_8t_moe", hardware="gb200_nvl72_llmperf", calibration="ideal")
 
 
-def _specs(*overrides):
-    schema.register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["model=gpt_1_8t_moe", "hardware=gb200_nvl72_llmperf",
-                                                         "calibration=ideal", "tracking=none", *overrides])
-    return specs_from_config(cfg)
+def _specs(partition=None, **groups):
+    """BASE with a partition and fields of other groups (``with_fields``)."""
+    s = with_fields(BASE, **groups) if groups else BASE
+    return dataclasses.replace(s, partition=PartitionSpec(**partition)) if partition else s
 
 
 def test_extra_multiplies_devices_and_converts_once():
@@ -41,7 +40,7 @@ def test_extra_multiplies_devices_and_converts_once():
 
 
 def test_extra_weights_per_device_by_hand():
-    s = _specs("partition.tp=4", "partition.pp=8", "partition.ep=2", "partition.ep_layout=extra")
+    s = _specs(dict(tp=4, pp=8, ep=2, ep_layout="extra"))
     m = s.model
     # hand: per layer attention 2.25 H^2 (q, o: H^2 each; k, v: H x 16 x 160 = H^2/8 each) and
     # 16 experts x 3 H I; non-expert weights split tp = 4 ways, experts tp x ep = 8 ways, 120/8
@@ -59,18 +58,16 @@ def test_extra_weights_per_device_by_hand():
 
 
 def test_extra_equals_its_shared_equivalent():
-    a = run(_specs("partition.tp=4", "partition.pp=8", "partition.ep=2", "partition.ep_layout=extra",
-                   "workload.batch_size=64")).summary
-    b = run(_specs("partition.tp=4", "partition.pp=8", "partition.ep=8", "partition.sp=2",
-                   "workload.batch_size=64")).summary
+    a = run(_specs(dict(tp=4, pp=8, ep=2, ep_layout="extra"), workload=dict(batch_size=64))).summary
+    b = run(_specs(dict(tp=4, pp=8, ep=8, sp=2), workload=dict(batch_size=64))).summary
     for k in ("ttft_ms_p50", "tpot_ms_p50", "weights_gb", "kv_cache_gb", "devices"):
         assert a[k] == b[k], k
     assert a["devices"] == 64
 
 
 def test_pareto_extra_enumeration():
-    s = _specs("engine.analytical.pareto.ep_layout=extra", "workload.prompt_len=8192",
-               "workload.output_len=1024")
+    s = _specs(workload=dict(prompt_len=8192, output_len=1024),
+               analytical=dict(pareto=dataclasses.replace(BASE.analytical.pareto, ep_layout="extra")))
     tp, pp, ep, sp = pareto.partitions(s, 64, max_sp=1)
     g = np.where(ep > 1, ep / tp, 1)
     assert np.all(tp * pp * sp <= 64)                  # sp' = sp g holds the groups
@@ -80,7 +77,7 @@ def test_pareto_extra_enumeration():
     table, front, _ = pareto.sweep(s, 64, [1, 64], [0])
     assert "PP8-TP4-EP2x-SP1" in set(table["partition"])
     # the shared default enumerates what it did before: ep | tp x sp, replicas tp pp sp <= D
-    d = _specs("workload.prompt_len=8192")
+    d = _specs(workload=dict(prompt_len=8192))
     tp, pp, ep, sp = pareto.partitions(d, 64, max_sp=1)
     assert np.all(sp == 1) and np.all(tp * pp <= 64)
 
@@ -88,4 +85,4 @@ def test_pareto_extra_enumeration():
 def test_extra_error_names_the_given_factor():
     # 16 experts: tp 8 x ep 4 = 32 expert shards cannot hold whole experts
     with pytest.raises(SpecError, match=r"partition.ep = 4: expected with ep_layout=extra, tp x ep = 32"):
-        _specs("partition.tp=8", "partition.ep=4", "partition.ep_layout=extra")
+        _specs(dict(tp=8, ep=4, ep_layout="extra"))

@@ -1,4 +1,4 @@
-"""Issue-3 components checked against hand computations and brute-force loops (no compose: fast).
+"""Analytical-engine components checked against hand computations and brute-force loops (no compose: fast).
 
 Models and chips are built inline: H100-like numbers (989.4 TFLOPS bf16, 3.35 TB/s, 80 GB,
 450 GB/s + 2 us scale-up) and Llama-3.1-8B / Mixtral-8x7B shapes; calibration ideal (1.0) unless
@@ -389,15 +389,16 @@ def test_colocated_vs_disaggregated_steady_state():
     assert r["colocated_throughput_tok_s_per_gpu"] == pytest.approx(32 / r["colocated_tpot_ms"] * 1e3 / 8)
 
 
-def test_launch_overhead_is_a_per_pass_cost_beside_the_scheduler(cfg_of):
+def test_launch_overhead_is_a_per_pass_cost_beside_the_scheduler():
     """calibration.launch_overhead (CUDA-graph replay / kernel launches) adds per forward pass,
     like step_overhead: TPOT + 30 us, single-pass TTFT + 30 us, a 4-chunk prefill of each of the
     16 prompts of the default chat workload (512 tokens in 128-token passes) + 64 x 30 us."""
-    from runner.convert import specs_from_config
-    base = ("workload.prompt_len=512", "engine.analytical.prefill_chunk=128", "tracking=none")
-    r0 = run(specs_from_config(cfg_of(*base))).summary
-    r1 = run(specs_from_config(cfg_of(*base, "calibration.launch_overhead=30us"))).summary
-    B = specs_from_config(cfg_of(*base)).workload.batch_size
+    from tests.fixtures import specs, with_fields
+
+    base = with_fields(specs(), workload=dict(prompt_len=512), analytical=dict(prefill_chunk=128))
+    r0 = run(base).summary
+    r1 = run(with_fields(base, calibration=dict(launch_overhead_s=30e-6))).summary
+    B = base.workload.batch_size
     assert r1["tpot_ms_p50"] - r0["tpot_ms_p50"] == pytest.approx(0.030)
     assert r1["ttft_ms_p50"] - r0["ttft_ms_p50"] == pytest.approx(B * 4 * 0.030)
 

@@ -11,9 +11,8 @@ from engine.analytical import specdec
 from engine.analytical import run
 from engine.errors import SpecError
 from engine.spec import AnalyticalSpec, SpecDecodeSpec
-from runner.convert import draft_model_spec
-
 from tests.engine.test_features import IDEAL, L8B, mk
+from tests.fixtures import MODEL
 
 L70B = dict(name="l70b", num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8, head_dim=128,
             ffn_size=28672, vocab_size=128256)
@@ -22,7 +21,8 @@ ALLREDUCE_MS = 2 * 3 * 2e-6 * 1e3     # ring all-reduce over 4 devices of a tiny
 
 
 #: the draft the runner resolves from engine.analytical.spec_decode.draft_model=llama_3_1_8b
-DRAFT_8B = dict(draft_model="llama_3_1_8b", draft=draft_model_spec("llama_3_1_8b"))
+#: (conf/model/llama_3_1_8b.yaml's ModelSpec; tests/runner/test_draft_model.py checks the runner)
+DRAFT_8B = dict(draft_model="llama_3_1_8b", draft=MODEL["llama_3_1_8b"])
 
 
 def _spec(method, acc=0.8, **kw):
@@ -71,25 +71,6 @@ def test_draft_model_errors_name_the_field():
         run(mk(model=L70B, tp=4, opts=_spec("draft")))
     with pytest.raises(SpecError, match="draft_model"):      # a name the runner did not resolve
         run(mk(model=L70B, tp=4, opts=_spec("draft", draft_model="llama_3_1_8b")))
-    with pytest.raises(SpecError, match="draft_model.*conf/model option"):
-        draft_model_spec("no_such_model")
-    with pytest.raises(SpecError, match="draft_model.*HF config.json"):
-        draft_model_spec("no_such_config.json")
-
-
-def test_draft_model_resolved_by_the_runner(cfg_of):
-    """engine.analytical.spec_decode.draft_model=llama_3_1_8b (and its vendor spelling, through
-    resolved_config) reaches the engine as the conf/model option's ModelSpec: 32 layers, 8 KV
-    heads; a fixed draft_cost_fraction needs no draft model."""
-    from runner.convert import resolved_config, specs_from_config
-
-    sd = "engine.analytical.spec_decode."
-    for name in ("llama_3_1_8b", "meta-llama/Llama-3.1-8B"):
-        s = specs_from_config(resolved_config(cfg_of(sd + "method=draft", sd + f"draft_model={name}")))
-        d = s.analytical.spec_decode.draft
-        assert (d.name, d.num_layers, d.num_kv_heads) == ("llama_3_1_8b", 32, 8)
-    s = specs_from_config(cfg_of(sd + "method=draft", sd + "draft_cost_fraction=0.05"))
-    assert s.analytical.spec_decode.draft is None
 
 
 def test_acceptance_draws_have_the_closed_form_mean():
