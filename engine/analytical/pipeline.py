@@ -68,7 +68,7 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
     pep = np.minimum(x["ep"], ptp * psp)
     sm_p = step.build(specs, ptp, ppp, pep, psp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
                       x["compute_efficiency"], x["memory_bandwidth_efficiency"])
-    req = specs.calibration.per_request_overhead_s
+    req = specs.per_request_overhead_s
     pf = prefill.ttft(sm_p, m, B, S, x["prefill_chunk"], ppp, opt.pp_microbatches, req)
     one_p = prefill.ttft(sm_p, m, 1.0, S, x["prefill_chunk"], ppp, opt.pp_microbatches, 0.0)["ttft_s"]
     one_co = prefill.ttft(sm_d, m, 1.0, S, x["prefill_chunk"], pp, opt.pp_microbatches, 0.0)["ttft_s"]
@@ -125,7 +125,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     fits = mem["fits"]
 
     # --- prefill ---
-    pf = prefill.ttft(sm, m, B, S, C, pp, opt.pp_microbatches, cal.per_request_overhead_s)
+    pf = prefill.ttft(sm, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
     ttft_s = pf["ttft_s"]
 
     # --- decode ---
@@ -134,7 +134,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     # what bounds a phase, B* and FLOP/byte are the roofline's physics whatever prices the pass
     sm_r = replace(sm, kern=None) if sm.kern is not None else sm
     if sm_r is not sm:
-        pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, cal.per_request_overhead_s)
+        pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
         dc_r = decode.tpot(sm_r, m, B, S, N, pp, opt.pp_microbatches)
     else:
         pf_r, dc_r = pf, dc
@@ -162,7 +162,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     j_tok = energy.joules_per_token(pw, dev_rep, cyc_s, B * per_cycle)
     # device time of the prefill: TTFT less the per-request (host/client) overhead, plus the
     # draft's pass over the prompt with speculation
-    pf_s = pf["ttft_s"] - cal.per_request_overhead_s
+    pf_s = pf["ttft_s"] - specs.per_request_overhead_s
     pf_busy = pf["roof_s"]
     if spec is not None:
         pf_s, pf_busy = pf_s + spec["ttft_add_s"], pf_busy + spec["ttft_add_busy_s"]
@@ -226,7 +226,7 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     _flops_bytes(specs, sm_r, x, out)
     if opt.chunk_search:
         c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches,
-                                               cal.per_request_overhead_s, opt.chunk_candidates)
+                                               specs.per_request_overhead_s, opt.chunk_candidates)
         out.update(chunk_star=c_star, ttft_at_chunk_star_ms=nan_if_not_fit(t_star * 1e3))
     if opt.disagg.enabled:
         _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)

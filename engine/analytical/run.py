@@ -87,6 +87,10 @@ def assumptions(specs: Specs) -> list[Assumption]:
                               f"{c.launch_overhead_s * 1e6:g} us per pass, {c.per_token_overhead_s * 1e6:g} us "
                               f"per emitted token, {c.per_request_overhead_s * 1e6:g} us per request",
                               f"calibration '{c.name}'; added to the roofline time"))
+    from engine.spec.framework import host_costs_text
+    if host_costs_text(specs.framework):
+        out.append(Assumption("framework host costs", host_costs_text(specs.framework),
+                              f"profile '{specs.framework.name}'; on top of the calibration's"))
     out.append(Assumption("batch arrival", "all requests together, decode in lock-step",
                           "analytical lower bound: no queueing, p50 = p99"))
     out.append(Assumption("TPOT", "exact mean over contexts S+1..S+N-1",

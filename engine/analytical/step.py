@@ -17,10 +17,14 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     experts   compute 2 P_exp T                               memory  expert weights x E[touched]/E
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
     time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
-           + step_overhead + n * per_token_overhead, at least n / frontend_tok_s
+           + step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token,
+           at least n / frontend_tok_s
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
-per_output_token_overhead; the front-end ceiling from the profile)
+per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
+per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
+decoding sequence's); host work the GPU waits for, so it adds to the pass; the front-end ceiling
+from the profile)
 FLOPs are divided by tp x sp devices at peak x compute_efficiency; weights by tp (experts by
 max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency; comm from
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
@@ -74,6 +78,7 @@ class StepModel:
     comm_s_per_token: Any         # per pass per token                    [s per token]
     step_overhead_s: float
     per_token_overhead_s: float
+    per_prefill_token_s: Any = 0.0      # host seconds per prompt token in a pass (framework profile)
     expert_flops_per_token: Any = 0.0   # the routed-expert part of flops_per_token
     decode_flops_per_pair: Any = None   # per attended position in decode (MLA: absorbed form)
     comm_alt_latency_s: Any = None      # second all-reduce algorithm (allreduce=auto): min of both
@@ -193,7 +198,8 @@ class StepModel:
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)
         t = (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
-             + self.step_overhead_s + self.per_token_overhead_s * n)
+             + self.step_overhead_s + self.per_token_overhead_s * n
+             + self.per_prefill_token_s * (T - Bd))
         return np.maximum(t, n * self.frontend_s_per_token) if self.frontend_s_per_token else t
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
@@ -210,7 +216,8 @@ class StepModel:
         exposed = parallel.overlapped(roof, comm, self.overlap) - roof
         return dict(dense=float(each[0] * scale), experts=float(each[1] * scale),
                     attention=float(each[2] * scale), comm=float(exposed),
-                    overhead=float(self.step_overhead_s + self.per_token_overhead_s * n))
+                    overhead=float(self.step_overhead_s + self.per_token_overhead_s * n
+                                   + self.per_prefill_token_s * (T - Bd)))
 
     def decode_positions(self, Bd, C):
         """LPd: layer-positions of Bd decode sequences attending C positions in all, summed over
@@ -287,6 +294,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         comm_s_per_token=c1,
         step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s + fw.step_overhead_s,
         per_token_overhead_s=cal.per_token_overhead_s + fw.per_output_token_s,
+        per_prefill_token_s=fw.per_prefill_token_s,
         frontend_s_per_token=1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0,
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,

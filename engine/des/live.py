@@ -123,7 +123,7 @@ class LiveEngine:
         n_rep = asm.n_rep
         self.replicas = asm.reps
         self.router = Router(des.router, self.replicas, st)
-        self.overhead_s = specs.calibration.per_request_overhead_s
+        self.overhead_s = specs.per_request_overhead_s
         self.max_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
         self._free = list(range(n - 1, -1, -1))
         self._pending: list = []         # (time the request enters the queue, seq, rid)

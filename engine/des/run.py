@@ -108,6 +108,10 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     if c.per_request_overhead_s:
         out.append(Assumption("per-request overhead", f"{c.per_request_overhead_s * 1e3:g} ms",
                               "delays the request's entry into the queue (in TTFT and E2E)"))
+    from engine.spec.framework import host_costs_text
+    if host_costs_text(specs.framework):
+        out.append(Assumption("framework host costs", host_costs_text(specs.framework),
+                              f"profile '{specs.framework.name}'; on top of the calibration's"))
     if des.prefill_replicas:
         d = specs.analytical.disagg
         out.append(Assumption("disaggregated pools", f"{des.prefill_replicas} prefill + "
@@ -162,7 +166,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     fleet = make_fleet(specs, des, reps, n_rep, st, make_cache)
     loop = Loop(st, reps, router, decode_router=decode_router, handoff_s=handoff, users=stream.users,
                 think_time_s=stream.think_time_s,
-                request_overhead_s=specs.calibration.per_request_overhead_s,
+                request_overhead_s=specs.per_request_overhead_s,
                 max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
                 bucket=bucket, progress=_progress(des, len(stream)),
                 hooks=fleet or NO_HOOKS, des=des)

@@ -147,7 +147,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
     chunk = des.token_budget if pol.budget_is_chunk else max(
         des.max_num_batched_tokens, int(np.max(L.prompt)))
     s_q = int(np.quantile(L.prompt, q, method="higher"))
-    ttft0 = prefill_s(sm, s_q, chunk) + specs.calibration.per_request_overhead_s
+    ttft0 = prefill_s(sm, s_q, chunk) + specs.per_request_overhead_s
     if des.prefill_replicas and handoff_s is not None:
         ttft0 += handoff_s(s_q)
     tpot_each = decode_s(sm, 1.0, L.prompt + L.output / 2.0)

@@ -36,6 +36,13 @@ class Specs:
         f = self.framework.kv_usable_fraction
         return f if f > 0 else self.calibration.kv_usable_fraction
 
+    @property
+    def per_request_overhead_s(self) -> float:
+        """Host seconds once per request before it reaches the scheduler [s]: the calibration's
+        per-request overhead (client, HTTP) plus the framework profile's (API server: parse,
+        tokenise, hand-off to the engine core). Both engines delay the first token by it."""
+        return self.calibration.per_request_overhead_s + self.framework.per_request_s
+
     def __post_init__(self):
         m, p = self.model, self.partition
         if m.num_heads % p.tp:

@@ -63,8 +63,14 @@ class FrameworkSpec:
     watermark: fraction of KV blocks kept free when admitting (vLLM V0 watermark);
     step_overhead_s: host time per iteration on top of the calibration's step overhead
         (scheduler, input preparation not hidden behind the GPU);
-    per_output_token_s: host time per token emitted in an iteration (sampling, detokenise,
-        stream), on top of the calibration's per-token overhead;
+    per_output_token_s: host time per sequence that emits a token in an iteration (sampling,
+        per-request output processing, detokenise, stream), on top of the calibration's
+        per-token overhead;
+    per_prefill_token_s: host time per prompt token scheduled in an iteration (token ids,
+        positions and KV slot mapping prepared on the host and copied to the device);
+    per_request_s: host time once per request on its way in (API server: parse, tokenise,
+        hand-off to the engine core), on top of the calibration's per-request overhead: it delays
+        the request's arrival at the scheduler, not the iterations;
     frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver;
         an iteration emitting n tokens lasts at least n / frontend_tok_s; 0 = no limit;
     allreduce: TP all-reduce implementation (engine.cost.allreduce: formulas and sources):
@@ -95,6 +101,10 @@ class FrameworkSpec:
     step_overhead_s: float = param(0.0, key="step_overhead", unit="us", zero=True, range=(0.0, 1.0))
     per_output_token_s: float = param(0.0, key="per_output_token_overhead", unit="us", zero=True,
                                       range=(0.0, 1e-2))
+    per_prefill_token_s: float = param(0.0, key="per_prefill_token_overhead", unit="us", zero=True,
+                                       range=(0.0, 1e-3))
+    per_request_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
+                                 range=(0.0, 1.0))
     frontend_tok_s: float = 0.0
     allreduce: str = "analytical"
     kernel_tables: str = "none"
@@ -133,9 +143,20 @@ class FrameworkSpec:
             raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
         non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
         non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
+        non_negative(g, "per_prefill_token_overhead", self.per_prefill_token_s, unit="s")
+        non_negative(g, "per_request_overhead", self.per_request_s, unit="s")
         non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
         need = scheduler_traits(self.scheduler).chunked_prefill
         if need is not None and self.chunked_prefill != need:
             raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,
                             f"{str(need).lower()} for scheduler={self.scheduler} "
                             f"({scheduler_traits(self.scheduler).summary})")
+
+
+def host_costs_text(fw: FrameworkSpec) -> str:
+    """One line naming the profile's host costs (us), '' when it has none: what both engines add
+    on top of the calibration's overheads (per pass, per sequence emitting a token, per prompt
+    token, per request before the scheduler)."""
+    parts = [(fw.step_overhead_s, "per pass"), (fw.per_output_token_s, "per sequence emitting a token"),
+             (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request")]
+    return ", ".join(f"{v * 1e6:.3g} us {what}" for v, what in parts if v)
