@@ -11,8 +11,11 @@ def deployment(specs, des: DesSpec | None = None):
     ``Specs.kv_usable_fraction``, the same for both engines.)"""
     from dataclasses import replace
 
+    from engine.des.workload.clients import client_des
+
     fw = specs.framework
     des = (des if des is not None else specs.des).resolve(fw)
+    des = client_des(des, getattr(specs.workload, "client", "none"))   # benchmark client (workload.client)
     if des is not specs.des:
         specs = replace(specs, des=des)
     return specs, des

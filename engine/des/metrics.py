@@ -1,6 +1,7 @@
 """Per-request table and summary metrics of a simulation (names shared with the analytical engine).
 
-TTFT = first token - arrival; TPOT = (completion - first token) / (output - 1) per request;
+TTFT = first token - arrival; TPOT = (completion - first token) / (output - 1) per request (a
+benchmark client's own definition with DesSpec.tpot_definition: ``tpot_ms``);
 E2E = completion - arrival; queueing = first admission - arrival; ITL = every gap between two
 consecutive tokens of a request (a weighted histogram, not per-token rows). Percentiles are over
 completed requests (ITL: over tokens). Throughput counts output tokens over the makespan (first
@@ -31,8 +32,7 @@ def request_table(st: State) -> pl.DataFrame:
     """One row per request (times in s since the first arrival, latencies in ms)."""
     first, done, arr = st.first_token, st.completion, st.arrival
     out = st.output
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out > 1, (done - first) / (out - 1), np.nan) * 1e3
+    tpot = tpot_ms(st)
     return pl.DataFrame({
         "request_id": np.arange(st.n, dtype=np.int64),
         "arrival_s": arr,
@@ -52,6 +52,25 @@ def request_table(st: State) -> pl.DataFrame:
         "cached_tokens": st.cached_tokens,
         "rejected": st.rejected,
     }, nan_to_null=False) if st.window is None else _with_window(st)
+
+
+def tpot_ms(st: State) -> np.ndarray:
+    """Per-request TPOT [ms] as the benchmark client defines it (``st.tpot_definition``, set from
+    DesSpec.tpot_definition by engine.des.workload.clients.apply_clients; absent = decode):
+
+    decode: (completion - first token) / (output - 1), NaN for one-token outputs -- vLLM bench
+        serve and SGLang bench_serving's TPOT, AIPerf's inter_token_latency, inference-perf's
+        time_per_output_token, GuideLLM's inter_token_latency_ms (the event loop's completion is
+        the last token's time);
+    per_output_token: (completion - arrival) / output, the first token's wait included -- GuideLLM's
+        time_per_output_token_ms ((last token - request start) / output tokens,
+        guidellm/schemas/request_stats.py) and inference-perf's normalized_time_per_output_token.
+    """
+    first, done, arr, out = st.first_token, st.completion, st.arrival, st.output
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if getattr(st, "tpot_definition", "decode") == "per_output_token":
+            return np.where(out > 0, (done - arr) / out, np.nan) * 1e3
+        return np.where(out > 1, (done - first) / (out - 1), np.nan) * 1e3
 
 
 def _measured(st: State) -> np.ndarray:

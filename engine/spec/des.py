@@ -151,6 +151,10 @@ class DesSpec:
         first arrival + warmup_s and, with exclude_drain, completing by the last arrival (after it
         the load drains); throughput counts the completions inside that window over its length.
         The per-request table keeps every request (column ``measured`` marks the window).
+    tpot_definition: decode = (completion - first token) / (output - 1) per request (vLLM bench,
+        SGLang bench, AIPerf, inference-perf) | per_output_token = (completion - arrival) / output,
+        the first token included (GuideLLM's time_per_output_token, inference-perf's NTPOT); set
+        by workload.client (engine.des.workload.clients).
 
     Cluster scale (engine.des.cluster, engine.des.kv.tiers, engine.des.workload.sessions; all off by default):
     arrival_dist: none | poisson | gamma | weibull: the open-loop stream's gaps drawn again from
@@ -233,6 +237,8 @@ class DesSpec:
     think_time_dist: str = "fixed"
     warmup_s: float = 0.0
     exclude_drain: bool = False
+    # --- benchmark clients (engine.des.workload.clients): how the client defines TPOT
+    tpot_definition: str = "decode"
     arrival_dist: str = "none"
     arrival_cv: float = 1.0
     traffic_shape: str = "none"
@@ -331,6 +337,7 @@ class DesSpec:
         one_of(g, "think_time_dist", self.think_time_dist, ("fixed", "exponential"))
         if not isinstance(self.exclude_drain, bool):
             raise SpecError(f"{g}.exclude_drain", self.exclude_drain, "true or false")
+        one_of(g, "tpot_definition", self.tpot_definition, ("decode", "per_output_token"))
         one_of(g, "traffic_shape", self.traffic_shape, TRAFFIC_SHAPES)
         one_of(g, "arrival_dist", self.arrival_dist, ("none", "poisson", "gamma", "weibull"))
         positive(g, "arrival_cv", self.arrival_cv)

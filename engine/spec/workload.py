@@ -17,6 +17,8 @@ ARRIVALS = ("batch", "poisson", "gamma", "closed_loop", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal", "zipf", "empirical")
 TIME_UNITS = ("auto", "s", "ms", "us", "datetime")
 TRACE_FORMATS = ("auto", "csv", "json", "jsonl", "parquet")
+#: Benchmark-client profiles (engine.des.workload.clients.PROFILES; none = the engine.des settings).
+CLIENTS = ("none", "vllm_bench", "sglang_bench", "aiperf", "guidellm", "inference_perf")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,10 @@ class WorkloadSpec:
         rate);
     prompt_dist / output_dist: length distributions (ignored for columns a trace provides);
     priority_fraction: share of requests in the high-priority SLO class (class 0; others 1);
-    seed: every random draw of the stream.
+    seed: every random draw of the stream;
+    client: the benchmark tool that sends the stream (engine.des.workload.clients: its start-up,
+        warm-up, run length when num_requests is 0, exact lengths and TPOT definition set the
+        engine.des client fields); none = those engine.des settings as configured.
     """
 
     prompt_len: int
@@ -121,6 +126,7 @@ class WorkloadSpec:
     trace: TraceSpec = field(default_factory=TraceSpec)
     priority_fraction: float = 0.0
     seed: int = 0
+    client: str = "none"
 
     _group = "workload"
 
@@ -141,6 +147,7 @@ class WorkloadSpec:
         if not 0 <= self.priority_fraction <= 1:
             raise SpecError(f"{g}.priority_fraction", self.priority_fraction, "a fraction in [0, 1]")
         positive_int(g, "seed", self.seed, minimum=0)
+        one_of(g, "client", self.client, CLIENTS)
         self.prompt_dist.check(f"{g}.prompt_dist")
         self.output_dist.check(f"{g}.output_dist")
         self.trace.check(f"{g}.trace")

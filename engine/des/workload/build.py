@@ -6,6 +6,7 @@ one numpy array per attribute, indexed by request id.
 """
 
 from engine.des.workload.arrivals import arrivals, synthetic_arrivals
+from engine.des.workload.clients import client_requests
 from engine.des.workload.lengths import sample_lengths
 from engine.des.workload.stream import RequestStream
 from engine.des.workload.trace import Trace, load_trace
@@ -52,7 +53,8 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
     elif trace is not None:
         n = len(trace)
     elif spec.arrival == "closed_loop":
-        n = spec.concurrency * max(spec.batch_size, 1)
+        # the benchmark client's run length (engine.des.workload.clients), else batch_size per user
+        n = client_requests(spec.client, spec.concurrency, spec.concurrency * max(spec.batch_size, 1))
     else:
         n = spec.batch_size
     hashes, t_arr = None, None
