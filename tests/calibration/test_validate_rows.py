@@ -80,7 +80,8 @@ def test_example_csv_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "coverage: predicted 8 of 11 rows; skipped: no hardware config 1, server rate not stated 1, " \
            "no model config 1" in out
-    assert "median |error| per framework profile:" in out and "median |error| per precision:" in out
+    assert "median |error| / MAPE / signed median per framework profile:" in out
+    assert "median |error| / MAPE / signed median per precision:" in out
     rows = {r["id"]: r for r in csv.DictReader(open(next(tmp_path.glob("*")) / "table.csv"))}
     # like with like: a published mean against the simulated mean, p99 against p99, the median
     # when the statistic is not stated; a per-user decode rate as TPOT
@@ -120,3 +121,51 @@ def test_half_split_fits_on_half_and_reports_the_other(tmp_path, capsys):
     # the 8 predicted rows sorted by id: 0, 2, 4, 6 fitted, 1, 3, 5, 7 held out
     assert sum(s["n"] for s in doc["fit"].values()) == 4 == sum(s["n"] for s in doc["held_out"].values())
     assert set(doc["params"]) == set(validate.FIT_PARAMS)
+
+
+def test_error_statistics_and_concurrency_bands():
+    """MAPE is the mean of |e|, the signed median the median of e (hand values: errors -0.5, -0.1,
+    +0.2 -> |e| 0.5, 0.1, 0.2: median 0.2, mean 0.2667, max 0.5, signed median -0.1); closed-loop
+    rows fall in the band of their clients per replica."""
+    from runner.tools.validate.cases import Case
+    from runner.tools.validate.report import _stats, breakdown, load_band
+
+    s = _stats([-0.5, -0.1, 0.2])
+    assert s["n"] == 3 and s["median_abs_error"] == pytest.approx(0.2)
+    assert s["mape"] == pytest.approx(0.8 / 3) and s["max_abs_error"] == pytest.approx(0.5)
+    assert s["signed_median"] == pytest.approx(-0.1)
+    cases = []
+    for i, (users, err) in enumerate([(1, 0.1), (16, -0.2), (17, 0.3), (128, -0.3), (512, 0.05)]):
+        c = Case(f"R{i}", "ttft", 100.0, engine="des",
+                 workload={"arrival": "closed_loop", "concurrency": users})
+        c.predicted = 100.0 * (1 + err)
+        cases.append(c)
+    cases.append(Case("P", "ttft", 100.0, engine="des", workload={"arrival": "poisson"}, predicted=150.0))
+    assert [load_band(c) for c in cases] == ["1", "2-16", "32-128", "32-128", "256+", ""]
+    per = breakdown(cases, load_band)
+    assert list(per) == ["", "1", "2-16", "32-128", "256+"]
+    assert per["32-128"]["ttft"]["n"] == 2 and per["32-128"]["ttft"]["signed_median"] == pytest.approx(0.0)
+    assert per["32-128"]["ttft"]["mape"] == pytest.approx(0.3)
+
+
+def test_metrics_of_one_point_share_one_simulation(monkeypatch):
+    """The TTFT and TPOT rows of one benchmark point are read from one simulation (the runner keys
+    summaries on the setup, not the row id); another profile's host terms do not re-run it."""
+    from runner.tools.validate.cases import build_case
+    from runner.tools.validate.predict import Runner
+
+    base = {"model": "Llama-3.1-8B", "hardware": "H100-SXM5-80GB", "num_gpus": "1", "precision": "BF16",
+            "framework": "vLLM", "framework_version": "0.10", "tp": "1", "pp": "1",
+            "batch_or_concurrency": "concurrency=4", "input_len": "256", "output_len": "32", "unit": "ms (mean)"}
+    a = build_case({**base, "id": "X-ttft", "metric": "ttft_ms", "value": "50"})
+    b = build_case({**base, "id": "X-tpot", "metric": "tpot_ms", "value": "8"})
+    assert not a.skip and not b.skip
+    r = Runner("default", des_scale=0.1)
+    calls = []
+    real = Runner._summary
+    monkeypatch.setattr(Runner, "_summary", lambda self, *x: calls.append(1) or real(self, *x))
+    p = {"framework.sglang.step_overhead_s": 1e-3}
+    va, vb = r.predict(a, p), r.predict(b, {"framework.sglang.step_overhead_s": 2e-3})
+    assert len(calls) == 1 and math.isfinite(va) and math.isfinite(vb) and va > vb
+    r.predict(b, {"framework.vllm_v1.step_overhead_s": 1e-3})
+    assert len(calls) == 2

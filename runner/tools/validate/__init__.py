@@ -39,14 +39,14 @@ and reports the error on the rows it did not see, so over-fitting shows.
 from runner.tools.validate.cases import (CLOSED_LENGTH_JITTER, CLOSED_RAMP_S, GPT_FAST_OUTPUT, GROUPS,
                                          HF_BASE_MODEL, MLPERF_SERVER, Case, build_case)
 from runner.tools.validate.command import main, parser, run
-from runner.tools.validate.fit import (FIT_PARAMS, FRAMEWORK_STEP, MIN_FRAMEWORK_ROWS, fit_calibration,
+from runner.tools.validate.fit import (FIT_PARAMS, FRAMEWORK_HOST, MIN_FRAMEWORK_ROWS, fit_calibration,
                                        fit_space, fitted_yaml, half_split, write_framework_steps)
 from runner.tools.validate.predict import Runner
 from runner.tools.validate.report import breakdown, coverage, summarize, table_text
 from runner.tools.validate.rows import DEFAULT_CSV, SHAREGPT_TRACE, read_cases
 
 __all__ = ["CLOSED_LENGTH_JITTER", "CLOSED_RAMP_S", "GPT_FAST_OUTPUT", "GROUPS", "HF_BASE_MODEL",
-           "MLPERF_SERVER", "Case", "build_case", "main", "parser", "run", "FIT_PARAMS", "FRAMEWORK_STEP",
+           "MLPERF_SERVER", "Case", "build_case", "main", "parser", "run", "FIT_PARAMS", "FRAMEWORK_HOST",
            "MIN_FRAMEWORK_ROWS", "fit_calibration", "fit_space", "fitted_yaml", "half_split",
            "write_framework_steps", "Runner", "breakdown", "coverage", "summarize", "table_text",
            "DEFAULT_CSV", "SHAREGPT_TRACE", "read_cases"]

@@ -36,12 +36,17 @@ def _run(args, steps) -> dict:
     from engine.errors import SpecError
 
     steps.step("reading the rows")
-    csv_path = Path(args.csv)
-    if not csv_path.is_file():
-        raise SpecError("--csv", str(csv_path), "an existing CSV of measured points")
-    sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
+    paths = [Path(p) for p in (args.csv or [DEFAULT_CSV])]
+    for p in paths:
+        if not p.is_file():
+            raise SpecError("--csv", str(p), "an existing CSV of measured points")
+    # one file: its own name and digest; several (fitted together): the names joined, the digest of
+    # the digests in order
+    csv_path = paths[0] if len(paths) == 1 else Path(" + ".join(p.name for p in paths))
+    shas = [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+    sha = shas[0] if len(shas) == 1 else hashlib.sha256("".join(shas).encode()).hexdigest()
     configs = dict(_model_config(x) for x in args.model_config)
-    cases = read_cases(csv_path, configs)
+    cases = [c for p in paths for c in read_cases(p, configs)]
     if args.only:
         try:
             cases = [c for c in cases if re.match(args.only, c.id)]
@@ -64,7 +69,7 @@ def _run(args, steps) -> dict:
         fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
         fit_runner._specs = runner._specs
         params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish,
-                                      log=fit_log)
+                                      log=fit_log, only=args.fit_params)
     steps.step("predicting")
     for i, c in enumerate(cases):
         steps.note(f"predicting: row {i + 1} of {len(cases)} ({c.id})")
@@ -85,7 +90,10 @@ def _run(args, steps) -> dict:
     out = Path(args.output_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     write_files(out, csv_path, sha, args.calibration, params, text, summary, cases, split)
-    if args.fit:
+    if args.fit and not any(k in FIT_PARAMS for k in params):
+        # only profile host terms moved (--fit-params): the calibration stays as composed
+        print(f"calibration '{args.calibration}' not rewritten: --fit-params moved none of its factors")
+    elif args.fit:
         from runner.tools.calibrate import compose
 
         path = Path(args.conf_dir) / "calibration" / f"{args.fit}.yaml"
@@ -97,8 +105,10 @@ def _run(args, steps) -> dict:
         path.write_text(text_y)
         (out / f"{args.fit}.yaml").write_text(text_y)
         print(f"wrote {path}")
-        for p in write_framework_steps(Path(args.conf_dir), params, csv_path, cases):
-            print(f"wrote {p} (step_overhead)")
+    if args.fit:
+        rng = {k: (lo, hi) for k, (_, lo, hi, _) in getattr(sol, "ranges", {}).items()}
+        for p in write_framework_steps(Path(args.conf_dir), params, csv_path.name, cases, rng):
+            print(f"wrote {p} (host terms)")
     if not args.no_tracking:
         steps.step("logging to MLflow")
         metrics = {f"{g}_{k}": v for g, s in summary.items() for k, v in s.items()}
@@ -117,12 +127,17 @@ def _run(args, steps) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="simllm-validate", description=DESCRIPTION)
-    ap.add_argument("--csv", default=str(DEFAULT_CSV), help="measured points (measured_dev.csv columns)")
+    ap.add_argument("--csv", action="append", default=[],
+                    help="measured points (measured_dev.csv columns); repeat to predict and fit "
+                    "several files together (default: the dev set)")
     ap.add_argument("--calibration", default="default", help="conf/calibration option to predict with")
     ap.add_argument("--only", default="", help="regex on row ids (e.g. 'GF|TPM')")
     ap.add_argument("--set", nargs="*", default=[], help="overrides for every row, e.g. "
                     "calibration.compute_efficiency=0.7 (with --fit: the start)")
     ap.add_argument("--fit", default="", help="fit one calibration on all rows, write conf/calibration/NAME.yaml")
+    ap.add_argument("--fit-params", default="",
+                    help="--fit: regex on the parameter names to move (e.g. 'framework\\.'), the "
+                    "others stay as composed")
     ap.add_argument("--max-nfev", type=count_type(1), default=30, help="--fit: least_squares evaluations")
     ap.add_argument("--polish", type=int, default=0,
                     help="--fit: then Nelder-Mead on the mean per-metric median |error| (this many evaluations)")

@@ -22,29 +22,44 @@ from runner.tools.validate.report import summarize
 FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficiency": (0.3, 1.0, "log"),
               "comm_efficiency": (0.1, 1.0, "log"), "step_overhead_s": (0.0, 0.01, 1e-3),
               "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
-#: A serving framework's host time per iteration beyond the common baseline (scheduler, input
-#: preparation: vLLM V0 and SGLang 0.4 spend milliseconds more than CUDA-graphed engines) is the
-#: framework's, not the hardware's: ``--fit`` fits the calibration's step overhead (the baseline,
-#: pinned by the neutral ``generic`` profile's rows too) plus one ``framework.<profile>.
-#: step_overhead_s`` on top of it per named profile with at least this many fitted rows, on all
-#: of that profile's rows at once; other profiles keep their value, ``generic`` stays neutral.
+#: A serving framework's host costs beyond the common baseline are the framework's, not the
+#: hardware's (scheduler and input preparation per iteration; output processing per sequence that
+#: emits a token; input preparation per prompt token; the API server per request): ``--fit`` fits
+#: the calibration's overheads (the baseline, pinned by the neutral ``generic`` profile's rows too)
+#: plus these ``framework.<profile>.<field>`` on top of them per named profile with at least
+#: MIN_FRAMEWORK_ROWS fitted rows, on all of that profile's rows at once; other profiles keep their
+#: values, ``generic`` stays neutral. (low, high, optimiser unit) per field.
 MIN_FRAMEWORK_ROWS = 3
-FRAMEWORK_STEP = (0.0, 0.02, 1e-3)
+FRAMEWORK_HOST = {"step_overhead_s": (0.0, 0.02, 1e-3), "per_output_token_s": (0.0, 5e-4, 1e-5),
+                  "per_prefill_token_s": (0.0, 5e-5, 1e-6), "per_request_s": (0.0, 0.2, 1e-3)}
+#: Rows of a profile needed before its per-token, per-prompt-token and per-request terms are fitted
+#: (one number per profile needs a few rows; four need rows at several loads and lengths).
+MIN_FRAMEWORK_ROWS_ALL = 20
 
 
-def fit_space(use: list) -> dict:
-    """The parameters ``--fit`` moves for these rows: FIT_PARAMS plus
-    ``framework.<profile>.step_overhead_s`` per named profile (not generic) with enough rows."""
+def fit_space(use: list, only: str = "") -> dict:
+    """The parameters ``--fit`` moves for these rows: FIT_PARAMS plus the profile host terms
+    (FRAMEWORK_HOST: step overhead per named profile, not generic, with MIN_FRAMEWORK_ROWS rows;
+    all four with MIN_FRAMEWORK_ROWS_ALL); ``only`` (a regular expression) keeps the names it
+    matches, the others stay at their composed values."""
     space = dict(FIT_PARAMS)
     rows = Counter(c.framework for c in use)
     for fw, n in sorted(rows.items()):
         if fw and fw != "generic" and n >= MIN_FRAMEWORK_ROWS:
-            space[f"framework.{fw}.step_overhead_s"] = FRAMEWORK_STEP
+            for k, b in FRAMEWORK_HOST.items():
+                if k == "step_overhead_s" or n >= MIN_FRAMEWORK_ROWS_ALL:
+                    space[f"framework.{fw}.{k}"] = b
+    if only:
+        space = {k: v for k, v in space.items() if re.search(only, k)}
+        if not space:
+            from engine.errors import SpecError
+            raise SpecError("--fit-params", only, "a regular expression matching at least one of "
+                            + ", ".join(sorted(fit_space(use))))
     return space
 
 
 def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: int = 40, log=print,
-                    polish: int = 0):
+                    polish: int = 0, only: str = ""):
     """One calibration for all expressible rows: least_squares (soft-L1, f_scale 0.1) on the log
     of predicted / measured, each metric weighted to the same total; returns (params, scipy
     result, which also carries ``fit``: the ``engine.calibration.solve`` result with each
@@ -56,7 +71,7 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     # MLPerf server rows are a bisection on the rate (a step function of the parameters, and a
     # dozen DES runs each): evaluated and reported, not fitted
     use = [c for c in cases if not c.skip and not c.server]
-    space = fit_space(use)
+    space = fit_space(use, only)
     names = list(space)
 
     def enc(k, v):
@@ -86,15 +101,18 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     lo = np.array([enc(k, space[k][0]) if space[k][2] != "log" or space[k][0] > 0 else 0.0
                    for k in names])
     hi = np.array([enc(k, space[k][1]) for k in names])
-    for k in names:   # a profile's current value (its YAML) starts its own step overhead
+    for k in names:   # a profile's current value (its YAML) starts its own host terms
         if k.startswith("framework.") and k not in start:
-            c0 = next(c for c in use if c.framework == k.split(".")[1])
-            start[k] = runner.specs(c0)[0].framework.step_overhead_s or 0.5e-3
+            _, fw, field = k.split(".")
+            c0 = next(c for c in use if c.framework == fw)
+            start[k] = getattr(runner.specs(c0)[0].framework, field) or 0.05 * space[k][1]
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
     fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.1, diff_step=0.01,
                             max_nfev=max_nfev)
     sol = fit.sol
     sol.fit = fit
+    # {name: (value, low, high, pinned)} in the parameters' own units
+    sol.ranges = fit.ranges(lambda k, v: float(np.exp(v)) if space[k][2] == "log" else float(v) * space[k][2])
     if polish:
         # the reported figure is the median |error| per metric: polish on the mean of the three
         # medians (piecewise in the parameters, so Nelder-Mead), from the least-squares solution
@@ -159,24 +177,34 @@ def fitted_yaml(name: str, params: dict, csv_path: Path, sha: str, summary: dict
     return calibration_yaml_text(name, header, prov, fields)
 
 
-def write_framework_steps(conf_dir: Path, params: dict, csv_path: Path, cases: list[Case]) -> list:
-    """Set each fitted profile's ``step_overhead`` line in conf_dir/framework/NAME.yaml to its
-    fitted value (the rest of the file untouched); returns the paths written."""
+def write_framework_steps(conf_dir: Path, params: dict, csv_label: str, cases: list[Case],
+                          ranges: dict | None = None) -> list:
+    """Set each fitted profile host term's line (``step_overhead``, ``per_output_token_overhead``,
+    ...: the FrameworkSpec field's config key) in conf_dir/framework/NAME.yaml to its fitted value,
+    with its 95 % range when known (the rest of the file untouched); returns the paths written."""
+    from engine.spec.framework import FrameworkSpec
+    from engine.spec.meta import config_fields
+
+    keys = {f.name: md["key"] for f, md in config_fields(FrameworkSpec)}
     out = []
     for k, v in sorted(params.items()):
         if not k.startswith("framework."):
             continue
-        fw = k.split(".")[1]
+        _, fw, field = k.split(".")
+        key = keys[field]
         path = Path(conf_dir) / "framework" / f"{fw}.yaml"
         n = sum(1 for c in cases if c.framework == fw and not c.skip and not c.server)
-        line = (f"step_overhead: {v * 1e6:.1f} us   # on top of the calibration's; fitted by simllm-validate "
-                f"--fit on all {n} rows of this profile in {csv_path.name}")
+        rng = (ranges or {}).get(k)
+        span = f" (95 % {rng[0] * 1e6:.3g}-{rng[1] * 1e6:.3g})" if rng else ""
+        line = (f"{key}: {v * 1e6:.3g} us   # fitted{span} by simllm-validate --fit on all {n} rows of "
+                f"this profile in {csv_label}; on top of the calibration's")
         text = path.read_text()
-        new = re.sub(r"(?m)^step_overhead:.*$", line, text, count=1)
-        if new == text and not re.search(r"(?m)^step_overhead:", text):
+        new = re.sub(rf"(?m)^{key}:.*$", line, text, count=1)
+        if new == text and not re.search(rf"(?m)^{key}:", text):
             new = text.rstrip("\n") + "\n" + line + "\n"
         path.write_text(new)
-        out.append(path)
+        if path not in out:
+            out.append(path)
     return out
 
 
@@ -196,7 +224,8 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
     fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
     fit_runner._specs = runner._specs
     params, _ = fit_calibration(fit_runner, fit_rows, start, max_nfev=args.max_nfev, polish=args.polish,
-                                log=lambda *a: print(*a, file=sys.stderr, flush=True))
+                                log=lambda *a: print(*a, file=sys.stderr, flush=True),
+                                only=getattr(args, "fit_params", ""))
 
     def errs(rows):
         out = []

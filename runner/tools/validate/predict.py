@@ -11,17 +11,33 @@ from runner.tools.validate.cases import Case
 from runner.tools.validate.rows import _dataset_lengths
 
 
+def _setup_key(case: Case) -> tuple:
+    """What decides a row's deployment and run: rows that differ only in the metric compared
+    (the TTFT and TPOT rows of one benchmark point) share one composition and one simulation."""
+    return (tuple(case.overrides), case.engine, case.auto_tp_gpus, case.gpus,
+            tuple(sorted(case.des.items())), repr(sorted(case.workload.items())), case.server)
+
+
 class Runner:
-    """Specs per case composed once; ``predict(case, cal)`` with calibration parameters swapped."""
+    """Specs per case composed once; ``predict(case, cal)`` with calibration parameters swapped.
+    Summaries are kept per (setup, parameters): the metrics of one benchmark point are read
+    from one simulation."""
 
     def __init__(self, calibration: str, des_scale: float = 1.0, extra: tuple = ()):
         self.calibration = calibration
         self.extra = list(extra)     # overrides applied to every row (e.g. calibration.x=...)
         self.des_scale = des_scale   # DES request counts x this (smaller while fitting)
         self._specs = {}
+        self._summaries: dict = {}
+        self._how: dict = {}
 
     def specs(self, case: Case):
+        key = _setup_key(case)
+        if case.id not in self._specs and key in self._specs:
+            self._specs[case.id] = self._specs[key]
+            case.how += self._how[key]         # the notes the shared composition added
         if case.id not in self._specs:
+            how0 = case.how
             from runner.tools.calibrate import compose
             from runner.convert import des_spec, specs_from_config
 
@@ -47,7 +63,8 @@ class Runner:
                               **({"router": "least_outstanding"} if replicas > 1 else {}))
                 if replicas > 1:
                     case.how += f"; {replicas} data-parallel replicas"
-            self._specs[case.id] = (specs, des)
+            self._specs[case.id] = self._specs[key] = (specs, des)
+            self._how[key] = case.how[len(how0):]
         return self._specs[case.id]
 
     def _stream(self, case: Case, wl: dict):
@@ -105,15 +122,35 @@ class Runner:
         return best
 
     def predict(self, case: Case, params: dict | None = None) -> float:
+        specs, des = self.specs(case)
+        # the parameters this row depends on: the calibration's and its own profile's (another
+        # profile's host costs do not touch it, so a fit moving them re-runs only that profile's rows)
+        own = tuple(sorted((k, v) for k, v in (params or {}).items()
+                           if not k.startswith("framework.") or k.startswith(f"framework.{case.framework}.")))
+        key = (_setup_key(case), own, self.des_scale)
+        s = self._summaries.get(key)
+        if s is None:
+            if len(self._summaries) > 20_000:
+                self._summaries.clear()
+            s = self._summaries[key] = self._summary(case, specs, des, params)
+        v = s.get(case.key)
+        if v is None and case.key == "total_throughput_tok_s" and case.engine == "analytical":
+            # a static batch processes prompt + output tokens per request in the same time
+            wl = case.workload
+            v = s["throughput_tok_s"] * (wl["prompt_len"] + wl["output_len"]) / wl["output_len"]
+        return float(v) if v is not None else float("nan")
+
+    def _summary(self, case: Case, specs, des, params: dict | None) -> dict:
+        """The run's summary (analytical or DES) with ``params`` swapped in."""
         from engine.spec import WorkloadSpec
 
-        specs, des = self.specs(case)
         if params:
             cal = {k: v for k, v in params.items() if not k.startswith("framework.")}
             specs = replace(specs, calibration=replace(specs.calibration, **cal))
-            fw = params.get(f"framework.{case.framework}.step_overhead_s")
-            if fw is not None:
-                specs = replace(specs, framework=replace(specs.framework, step_overhead_s=fw))
+            pre = f"framework.{case.framework}."
+            fw = {k[len(pre):]: v for k, v in params.items() if k.startswith(pre)}
+            if fw:
+                specs = replace(specs, framework=replace(specs.framework, **fw))
                 if des.framework is not None:
                     des = replace(des, framework=specs.framework)
         wl = dict(case.workload)
@@ -131,8 +168,4 @@ class Runner:
             if s:
                 s = dict(s)
                 s["total_throughput_tok_s"] = s.get("throughput_tok_s", math.nan) + s.get("input_throughput_tok_s", math.nan)
-        v = s.get(case.key)
-        if v is None and case.key == "total_throughput_tok_s" and case.engine == "analytical":
-            # a static batch processes prompt + output tokens per request in the same time
-            v = s["throughput_tok_s"] * (wl["prompt_len"] + wl["output_len"]) / wl["output_len"]
-        return float(v) if v is not None else float("nan")
+        return s

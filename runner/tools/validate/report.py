@@ -13,24 +13,42 @@ from runner.tools.validate.cases import GROUPS, Case
 
 
 def _stats(errs) -> dict:
+    """n, median and max |error|, mean |error| (MAPE) and the signed median (the bias) of signed
+    errors predicted / measured - 1."""
     e = np.array(errs, dtype=float)
-    return {"n": int(e.size), "median_abs_error": float(np.median(e)) if e.size else float("nan"),
-            "max_abs_error": float(e.max()) if e.size else float("nan")}
+    a = np.abs(e)
+    nan = float("nan")
+    return {"n": int(e.size), "median_abs_error": float(np.median(a)) if e.size else nan,
+            "max_abs_error": float(a.max()) if e.size else nan,
+            "mape": float(a.mean()) if e.size else nan,
+            "signed_median": float(np.median(e)) if e.size else nan}
 
 
 def summarize(cases: list[Case]) -> dict:
-    """Median / max |error| per metric group (only rows with a prediction)."""
+    """Median / max |error|, MAPE and signed median per metric group (rows with a prediction)."""
     ok = [c for c in cases if not c.skip and math.isfinite(c.error)]
-    return {g: _stats([abs(c.error) for c in ok if c.metric == g]) for g in GROUPS}
+    return {g: _stats([c.error for c in ok if c.metric == g]) for g in GROUPS}
+
+
+#: Concurrency bands of the closed-loop rows (clients per replica): (label, low, high).
+BANDS = (("1", 1, 1), ("2-16", 2, 16), ("32-128", 17, 128), ("256+", 129, 10 ** 9))
+
+
+def load_band(c: Case) -> str:
+    """The concurrency band of a closed-loop row ('' for other rows)."""
+    n = c.workload.get("concurrency") if c.workload.get("arrival") == "closed_loop" else None
+    return next((b for b, lo, hi in BANDS if n and lo <= n <= hi), "")
 
 
 def breakdown(cases: list[Case], attr: str) -> dict:
-    """{value of ``attr`` (framework / precision): {metric group: stats}} over predicted rows."""
+    """{value of ``attr`` (framework / precision / a function of the case): {metric group:
+    stats}} over predicted rows."""
+    key = attr if callable(attr) else (lambda c: getattr(c, attr))
     ok = [c for c in cases if not c.skip and math.isfinite(c.error)]
     out: dict = {}
-    for v in sorted({getattr(c, attr) for c in ok}):
-        out[v] = {g: _stats([abs(c.error) for c in ok if getattr(c, attr) == v and c.metric == g])
-                  for g in GROUPS}
+    order = [b for b, _, _ in BANDS]
+    for v in sorted({key(c) for c in ok}, key=lambda v: (order.index(v) if v in order else -1, v)):
+        out[v] = {g: _stats([c.error for c in ok if key(c) == v and c.metric == g]) for g in GROUPS}
         out[v] = {g: s for g, s in out[v].items() if s["n"]}
     return out
 
@@ -68,13 +86,19 @@ def table_text(cases: list[Case], summary: dict) -> str:
     for g, s in summary.items():
         if s["n"]:
             lines.append(f"{g:<10} n={s['n']:<3} median |error| {s['median_abs_error']:.1%}   max |error| "
-                         f"{s['max_abs_error']:.1%}")
-    for attr, title in (("framework", "per framework profile"), ("precision", "per precision")):
+                         f"{s['max_abs_error']:.1%}   MAPE {s['mape']:.1%}   signed median "
+                         f"{s['signed_median']:+.1%}")
+    for attr, title in (("framework", "per framework profile"), ("precision", "per precision"),
+                        (load_band, "per concurrency band (closed loop; clients per replica)")):
+        per_v = {v: per for v, per in breakdown(cases, attr).items() if v}
+        if not per_v:
+            continue
         lines.append("")
-        lines.append(f"median |error| {title}:")
-        for v, per in breakdown(cases, attr).items():
-            lines.append(f"  {v:<10} " + "  ".join(f"{g} {s['median_abs_error']:.1%} (n={s['n']})"
-                                                   for g, s in per.items()))
+        lines.append(f"median |error| / MAPE / signed median {title}:")
+        for v, per in per_v.items():
+            lines.append(f"  {v:<10} " + "  ".join(
+                f"{g} {s['median_abs_error']:.1%} / {s['mape']:.1%} / {s['signed_median']:+.1%} (n={s['n']})"
+                for g, s in per.items()))
     cov = coverage(cases)
     lines.append("")
     lines.append(f"coverage: predicted {cov['predicted']} of {cov['rows']} rows" +
@@ -104,4 +128,5 @@ def write_files(out: Path, csv_path: Path, sha: str, calibration: str, params, t
         "csv": str(csv_path), "sha256": sha, "summary": summary, "params": params,
         "calibration": calibration, "coverage": coverage(cases),
         "per_framework": breakdown(cases, "framework"), "per_precision": breakdown(cases, "precision"),
+        "per_concurrency_band": {k: v for k, v in breakdown(cases, load_band).items() if k},
         "half_split": {k: v for k, v in (split or {}).items() if k != "text"} or None}, indent=2))
