@@ -34,6 +34,7 @@ front end's token ceiling) are priced by the step path (``StepModel``), the same
 
 import numpy as np
 
+from engine.des import ahead
 from engine.des.admission import Admission
 from engine.des.departures import Departures
 from engine.des.config import DesSpec
@@ -101,6 +102,9 @@ class Replica(Queue, Admission, Departures):
         self.hol_detector = None      # the HolDetector among the hooks (cluster features)
         self.on_preempt = _no_preempt_hook   # cluster decision trace: f(replica, victim slot)
         self.t_plan = 0.0             # time of the plan in progress (stamps preemption decisions)
+        # scheduling ahead (engine.des.ahead): iterations fixed before the one running ends
+        self.ahead = int(getattr(spec.framework, "schedule_ahead", 0) or 0)
+        self.t_end = self.t_last_start = self.t_newest = -np.inf
 
     # the pool's figures under the names the event loop, the fleet and the summary read
     @property
@@ -140,18 +144,36 @@ class Replica(Queue, Admission, Departures):
     def hol_max_s(self) -> float:
         return self.hol_detector.max_s if self.hol_detector is not None else 0.0
 
+    def enqueue(self, rid: int, t: float) -> None:
+        """Request ``rid`` joins the queue at ``t`` (the time kept for ``engine.des.ahead``)."""
+        self.st.queued_s[rid] = t
+        if t > self.t_newest:
+            self.t_newest = t
+        Queue.enqueue(self, rid, t)
+
     # ------------------------------------------------------------- planning
     def plan(self, t: float):
         """Plan the next iteration (or run of decode iterations) at ``t`` with the scheduler
-        policy and price it; return its end time, or None when there is nothing to do."""
+        policy and price it; return its end time, or None when there is nothing to do. With
+        ``schedule_ahead`` the requests queued while the last iteration ran wait one more
+        (engine.des.ahead), unless the replica would otherwise idle."""
         self.plan_pending = False
         self.t_plan = t
+        hidden = ahead.hide_new(self, t)
         p = self.sched.schedule(self, t)
+        if hidden:
+            ahead.restore(self, hidden)
+            if p is None:               # nothing else to run: the engine takes them at once
+                p = self.sched.schedule(self, t)
+                hidden = ()
         if p is None:
             self.run = None
             return None
         if p.decode_run:
-            return self.decoding.plan_run(self, t)
+            end = self.decoding.plan_run(self, t)
+            if hidden and self.run.__class__ is DecodeRun:
+                return ahead.one_step(self, t)
+            return end
         return self.mixed(t, p.chunks, p.decodes)
 
     def decode_run(self, t):
@@ -189,7 +211,7 @@ class Replica(Queue, Admission, Departures):
         run = self.run
         if run is None or run.__class__ is not DecodeRun or self.plan_pending:
             return None
-        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
+        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1 + self.ahead
         if j >= run.k:
             return None
         self.run = run.first(j)
@@ -263,6 +285,7 @@ class Replica(Queue, Admission, Departures):
                     maybe_done = maybe_done or self.left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
+        ahead.mark_end(self, run, decode, t)
         self.busy_s += dur
         self.kv_area += run.used * dur
         self.batch_area += batch * dur
@@ -284,7 +307,7 @@ class Replica(Queue, Admission, Departures):
         st.tokens_out += 1
         self.hooks.first_token(self, rid, t)
         if st.first_token[rid] != st.first_token[rid]:
-            st.first_token[rid] = t
+            st.first_token[rid] = st.first_token_engine[rid] = t
         elif self.last[s] == self.last[s]:
             st.add_itl(np.array([t - self.last[s]]), 1.0)
         self.last[s] = t

@@ -28,6 +28,8 @@ class State:
         self.cancelled = np.zeros(n, bool)          # expired in the queue (DesSpec.timeout_s)
         nan = lambda: np.full(n, np.nan)  # noqa: E731
         self.scheduled = nan()       # first admission into a running batch
+        self.queued_s = nan()        # latest entry into a replica's queue (engine.des.ahead)
+        self.first_token_engine = nan()   # first token as the engine emits it (before the front end)
         self.first_token = nan()
         self.completion = nan()
         self.last_token = nan()      # time of the last token before a preemption (for ITL)

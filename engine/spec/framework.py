@@ -106,6 +106,13 @@ class FrameworkSpec:
     per_request_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
                                  range=(0.0, 1.0))
     frontend_tok_s: float = 0.0
+    # --- The request's path to its first token (engine.des.replica, engine.des.ahead) ---
+    #: schedule_ahead: iterations the engine schedules ahead of the one on the GPU (vLLM V1
+    #:     async scheduling, SGLang's overlap scheduler, TensorRT-LLM's overlap scheduler): a
+    #:     request that arrives while iteration k runs is first scheduled into iteration
+    #:     k + 1 + schedule_ahead (k + 1: a synchronous loop); an idle engine takes it at once;
+    #:     0 or 1.
+    schedule_ahead: int = 0
     allreduce: str = "analytical"
     kernel_tables: str = "none"
     sources: tuple = param((), config_type=List[str])
@@ -146,6 +153,9 @@ class FrameworkSpec:
         non_negative(g, "per_prefill_token_overhead", self.per_prefill_token_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_s, unit="s")
         non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
+        if self.schedule_ahead not in (0, 1) or isinstance(self.schedule_ahead, bool):
+            raise SpecError(f"{g}.schedule_ahead", self.schedule_ahead,
+                            "0 (synchronous loop) or 1 (one iteration scheduled ahead)")
         need = scheduler_traits(self.scheduler).chunked_prefill
         if need is not None and self.chunked_prefill != need:
             raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,
