@@ -216,8 +216,29 @@ def _cmd_inference_perf(a) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     df.write_ndjson(out)
     print(f"wrote {out}: {df.height} requests over {df['timestamp'].max() / 1e3:.1f} s")
+    model = inference_perf_model(cfg)
     print(f"run (DES): simllm engine=des workload.arrival=trace workload.trace.path={out} "
-          f"workload.trace.block_tokens={a.block_tokens}")
+          f"workload.trace.block_tokens={a.block_tokens}" + (f" model={model[0]}" if model[0] else ""))
+    if model[1]:
+        print(model[1])
+
+
+def inference_perf_model(cfg: dict) -> tuple[str, str]:
+    """(conf/model option or '', a note) of the model an inference-perf config serves:
+    ``server.model_name``, else ``tokenizer.pretrained_model_name_or_path``, resolved by the
+    benchmark-row grammar (``rowgrammar.resolve_model``: 'meta-llama/Meta-Llama-3.1-8B-Instruct'
+    -> llama_3_1_8b)."""
+    from runner.tools.rowgrammar import resolve_model
+
+    name = str(((cfg.get("server") or {}).get("model_name"))
+               or ((cfg.get("tokenizer") or {}).get("pretrained_model_name_or_path")) or "")
+    if not name:
+        return "", ""
+    opt, _, _ = resolve_model(name)
+    if opt:
+        return opt, ""
+    return "", (f"model '{name}' has no conf/model option: simllm-import hfconfig its config.json, "
+                "then model=<name>")
 
 
 def _cmd_servegen(a) -> None:
