@@ -141,11 +141,11 @@ def test_error_statistics_and_concurrency_bands():
         c.predicted = 100.0 * (1 + err)
         cases.append(c)
     cases.append(Case("P", "ttft", 100.0, engine="des", workload={"arrival": "poisson"}, predicted=150.0))
-    assert [load_band(c) for c in cases] == ["1", "2-16", "32-128", "32-128", "256+", ""]
+    assert [load_band(c) for c in cases] == ["1", "2-16", "17-128", "17-128", "129+", ""]
     per = breakdown(cases, load_band)
-    assert list(per) == ["", "1", "2-16", "32-128", "256+"]
-    assert per["32-128"]["ttft"]["n"] == 2 and per["32-128"]["ttft"]["signed_median"] == pytest.approx(0.0)
-    assert per["32-128"]["ttft"]["mape"] == pytest.approx(0.3)
+    assert list(per) == ["", "1", "2-16", "17-128", "129+"]
+    assert per["17-128"]["ttft"]["n"] == 2 and per["17-128"]["ttft"]["signed_median"] == pytest.approx(0.0)
+    assert per["17-128"]["ttft"]["mape"] == pytest.approx(0.3)
 
 
 def test_metrics_of_one_point_share_one_simulation(monkeypatch):

@@ -31,7 +31,7 @@ def summarize(cases: list[Case]) -> dict:
 
 
 #: Concurrency bands of the closed-loop rows (clients per replica): (label, low, high).
-BANDS = (("1", 1, 1), ("2-16", 2, 16), ("32-128", 17, 128), ("256+", 129, 10 ** 9))
+BANDS = (("1", 1, 1), ("2-16", 2, 16), ("17-128", 17, 128), ("129+", 129, 10 ** 9))
 
 
 def load_band(c: Case) -> str:
