@@ -330,3 +330,31 @@ def pick_framework(framework: str, version: str) -> tuple[str, str]:
     if "gpt-fast" in f or "gpt_fast" in f or "pytorch native" in f:
         return "gpt_fast", "PyTorch-native gpt-fast (torch.compile)"
     return "generic", f"no profile for '{framework}': generic"
+
+
+# --------------------------------------------------------------------------------- client
+#: words a row may name its benchmark client by -> workload.client profile (engine.des.workload.clients)
+CLIENT_ALIASES = (
+    (r"vllm[ _-]?bench|benchmark_serving|vllm bench serve", "vllm_bench"),
+    (r"sglang[ _-]?bench|bench_serving", "sglang_bench"),
+    (r"aiperf|genai[ _-]?perf|nim[ _-]?bench", "aiperf"),
+    (r"guidellm", "guidellm"),
+    (r"inference[ _-]?perf", "inference_perf"),
+)
+
+
+def parse_client(cell: str, notes: str = "") -> str:
+    """The benchmark client of a row: its ``client`` cell, else ``client=<name>`` in its notes;
+    a profile name (vllm_bench, sglang_bench, aiperf, guidellm, inference_perf, none) or a tool's
+    own name (benchmark_serving, genai-perf, GuideLLM, ...). '' = not stated."""
+    from engine.spec.workload import CLIENTS
+
+    text = (cell or "").strip().lower()
+    if not text:
+        m = re.search(r"\bclient\s*[=:]\s*([a-z0-9_.-]+)", (notes or "").lower())
+        text = m.group(1) if m else ""
+    if not text:
+        return ""
+    if text in CLIENTS:
+        return text
+    return next((c for pat, c in CLIENT_ALIASES if re.search(pat, text)), "")

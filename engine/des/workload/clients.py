@@ -125,11 +125,17 @@ def client_des(des, name: str):
     """``des`` (DesSpec) with the client fields of profile ``name`` (ramp_up_s, warmup_s,
     exclude_drain, length_jitter, tpot_definition); unchanged for ``none``. The profile wins over
     those engine.des settings (use client=none to set them by hand)."""
+    f = profile_fields(name)
+    return replace(des, **f) if f else des
+
+
+def profile_fields(name: str) -> dict:
+    """The engine.des fields client ``name`` sets ({} for ``none``)."""
     p = profile(name)
     if p is None:
-        return des
-    return replace(des, ramp_up_s=p.start_ramp_s, warmup_s=p.warmup_s, exclude_drain=p.exclude_drain,
-                   length_jitter=p.length_jitter, tpot_definition=p.tpot_definition)
+        return {}
+    return dict(ramp_up_s=p.start_ramp_s, warmup_s=p.warmup_s, exclude_drain=p.exclude_drain,
+                length_jitter=p.length_jitter, tpot_definition=p.tpot_definition)
 
 
 def client_requests(name: str, users: int, fallback: int = 0) -> int:
@@ -168,5 +174,5 @@ def apply_clients(st, des, users: int) -> np.random.Generator:
     return r_think
 
 
-__all__ = ["apply_clients", "client_des", "client_requests", "profile", "ClientProfile", "PROFILES",
+__all__ = ["apply_clients", "client_des", "profile_fields", "client_requests", "profile", "ClientProfile", "PROFILES",
            "TPOT_DEFINITIONS"]

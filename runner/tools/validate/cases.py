@@ -6,6 +6,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from engine.des.workload.clients import PROFILES, client_requests, profile_fields
 from runner.compose import CONF
 from runner.tools import rowgrammar as rg
 
@@ -16,13 +17,19 @@ GPT_FAST_OUTPUT = 200
 GROUPS = ("ttft", "tpot", "e2e", "throughput")
 _REPORT_GROUP = {"ttft": "ttft", "tpot": "tpot", "itl": "tpot", "e2e": "e2e", "throughput": "throughput",
                  "total_throughput": "throughput", "request_throughput": "throughput"}
-#: Closed-loop rows: clients ramp up over this many seconds (user i of N starts at i x W / N) and
-#: the summary leaves out the ramp and the drain (engine.des ramp_up_s, warmup_s, exclude_drain).
+#: Closed-loop rows with client ``none``: clients ramp up over this many seconds (user i of N
+#: starts at i x W / N) and the summary leaves out the ramp and the drain (engine.des ramp_up_s,
+#: warmup_s, exclude_drain) ...
 CLOSED_RAMP_S = 2.0
-#: ... and fixed-length requests differ slightly (+-5 %: a random prompt of N tokens re-tokenises
-#: to about N; vLLM bench --random-range-ratio): identical requests admitted together would
-#: otherwise finish together and the closed loop would run in waves.
+#: ... and fixed-length requests differ slightly (+-5 %), which breaks up the waves a burst of
+#: identical requests runs in. No benchmark tool does either (engine.des.workload.clients).
 CLOSED_LENGTH_JITTER = 0.05
+#: The benchmark client of a concurrency row that states none (a ``client`` column or
+#: ``client=<name>`` in its notes; engine.des.workload.clients).
+DEFAULT_CLIENT = "aiperf"
+#: Closed-loop rows: at most this many requests (a client's run length, e.g. AIPerf's 20 N, is cut
+#: here to bound the DES time; with 6000 at N = 512 the drain is still a small share of the run).
+CLOSED_MAX_REQUESTS = 6000
 #: MLPerf Inference server-scenario constraints (p99 TTFT ms, p99 TPOT ms) by model option, from
 #: the reference README (Llama-2-70B, v4.1: TTFT p99 <= 2 s, TPOT p99 <= 200 ms).
 MLPERF_SERVER = {"llama_2_70b": (2000.0, 200.0)}
@@ -179,13 +186,22 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         what = f"Poisson {load.value:g} req/s, {n} requests of {src}"
     elif load.kind == "concurrency":
         users = int(load.value)
-        n = min(max(load.prompts, 6 * users, 200), 4000)
-        wl.update(arrival="closed_loop", concurrency=users, num_requests=n)
-        case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True,
-                        length_jitter=0.0 if lengths.dataset else CLOSED_LENGTH_JITTER)
-        what = (f"closed loop of {users} clients, {n} requests of {src}"
-                + ("" if lengths.dataset else f" +-{CLOSED_LENGTH_JITTER:.0%}")
-                + f", ramp-up {CLOSED_RAMP_S:g} s, warm-up and drain excluded")
+        client = rg.parse_client(row.get("client", ""), row.get("notes", "")) or DEFAULT_CLIENT
+        wl.update(arrival="closed_loop", concurrency=users)
+        if client == "none":
+            n = min(max(load.prompts, 6 * users, 200), 4000)
+            case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True,
+                            length_jitter=0.0 if lengths.dataset else CLOSED_LENGTH_JITTER)
+            what = (f"closed loop of {users} clients, {n} requests of {src}"
+                    + ("" if lengths.dataset else f" +-{CLOSED_LENGTH_JITTER:.0%}")
+                    + f", ramp-up {CLOSED_RAMP_S:g} s, warm-up and drain excluded")
+        else:
+            n = min(load.prompts or client_requests(client, users, max(6 * users, 200)), CLOSED_MAX_REQUESTS)
+            case.des = profile_fields(client)      # also for dataset rows (their stream is built here)
+            wl["client"] = client
+            what = (f"closed loop of {users} clients, {n} requests of {src}, client {client} "
+                    f"({PROFILES[client].source})")
+        wl["num_requests"] = n
     else:  # server without a rate
         cons = MLPERF_SERVER.get(opt or "")
         if cons is None:
