@@ -58,6 +58,31 @@ def restore(rep, hidden) -> None:
         heapq.heappush(rep.waiting, e)
 
 
+def charge(rep, hidden, t: float, end) -> None:
+    """Each request ``hidden`` from the plan at ``t`` waits at least until the iteration planned
+    then ends (``end``): that wait is its schedule-ahead share of the queueing time,
+    ``State.ahead_s`` (the first time it is held back; a request is held back once, as the next
+    plan sees it)."""
+    if end is None:
+        return
+    a = rep.st.ahead_s
+    for e in hidden:
+        if a[e[3]] != a[e[3]]:
+            a[e[3]] = end - t
+
+
+def extra_step(rep, run, j: int, t: float) -> int:
+    """Steps a decode run keeps when a request arrives at ``t`` during its step j (1-based):
+    one more than a synchronous loop (the step already scheduled). The request just queued at
+    ``t`` is charged that step (``State.ahead_s``) when the step in progress is not the run's
+    last (else the next plan holds it back and ``charge`` does)."""
+    k = run.k
+    rid = rep.newest_rid
+    if j < k and rid >= 0 and rep.st.queued_s[rid] == t and rep.st.ahead_s[rid] != rep.st.ahead_s[rid]:
+        rep.st.ahead_s[rid] = float(run.cum[j] - run.cum[j - 1])
+    return j + 1
+
+
 def mark_end(rep, run, decode: bool, t: float) -> None:
     """Record when the iteration that ends at ``t`` started (the last step of a decode run)."""
     rep.t_end = t
@@ -76,4 +101,4 @@ def one_step(rep, t):
     return rep.run.start + float(np.asarray(rep.run.cum)[0])
 
 
-__all__ = ["hide_new", "restore", "mark_end", "one_step"]
+__all__ = ["hide_new", "restore", "charge", "extra_step", "mark_end", "one_step"]

@@ -105,6 +105,7 @@ class Replica(Queue, Admission, Departures):
         # scheduling ahead (engine.des.ahead): iterations fixed before the one running ends
         self.ahead = int(getattr(spec.framework, "schedule_ahead", 0) or 0)
         self.t_end = self.t_last_start = self.t_newest = -np.inf
+        self.newest_rid = -1
 
     # the pool's figures under the names the event loop, the fleet and the summary read
     @property
@@ -147,6 +148,9 @@ class Replica(Queue, Admission, Departures):
     def enqueue(self, rid: int, t: float) -> None:
         """Request ``rid`` joins the queue at ``t`` (the time kept for ``engine.des.ahead``)."""
         self.st.queued_s[rid] = t
+        self.newest_rid = rid
+        if self.st.entered_s[rid] != self.st.entered_s[rid]:
+            self.st.entered_s[rid] = t
         if t > self.t_newest:
             self.t_newest = t
         Queue.enqueue(self, rid, t)
@@ -172,9 +176,12 @@ class Replica(Queue, Admission, Departures):
         if p.decode_run:
             end = self.decoding.plan_run(self, t)
             if hidden and self.run.__class__ is DecodeRun:
-                return ahead.one_step(self, t)
-            return end
-        return self.mixed(t, p.chunks, p.decodes)
+                end = ahead.one_step(self, t)
+        else:
+            end = self.mixed(t, p.chunks, p.decodes)
+        if hidden:
+            ahead.charge(self, hidden, t, end)
+        return end
 
     def decode_run(self, t):
         """Plan k decode steps for all running sequences (all are decoding): the decoding slot's."""
@@ -207,11 +214,14 @@ class Replica(Queue, Admission, Departures):
 
     def truncate(self, t):
         """A request arrived at ``t`` during a decode run: end the run after the step in
-        progress. Returns the new end time, or None if the run already ends then."""
+        progress (and the one scheduled ahead of it, engine.des.ahead). Returns the new end
+        time, or None if the run already ends then."""
         run = self.run
         if run is None or run.__class__ is not DecodeRun or self.plan_pending:
             return None
-        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1 + self.ahead
+        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
+        if self.ahead:
+            j = ahead.extra_step(self, run, j, t)
         if j >= run.k:
             return None
         self.run = run.first(j)

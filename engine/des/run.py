@@ -21,6 +21,7 @@ from engine.des.assembly import assemble
 from engine.des.config import DesSpec, deployment
 from engine.des.metrics import request_table, summarize
 from engine.des.state import State
+from engine.des import ttft_parts
 from engine.des.workload import RequestStream, build_stream
 from engine.des.pricing import decode_line, probe_line, step_functions, swap_s_per_token  # noqa: F401 (public names)
 from engine.result import Assumption, RunResult
@@ -202,6 +203,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))
+        s.update(ttft_parts.summary(st))   # TTFT along the request's path (engine.des.ttft_parts)
     if blocks <= 0:
         s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
                               f"{cap.activation_gb:.1f} GB activations per device")

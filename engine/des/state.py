@@ -28,7 +28,9 @@ class State:
         self.cancelled = np.zeros(n, bool)          # expired in the queue (DesSpec.timeout_s)
         nan = lambda: np.full(n, np.nan)  # noqa: E731
         self.scheduled = nan()       # first admission into a running batch
+        self.entered_s = nan()       # first entry into a replica's queue (engine.des.ttft_parts)
         self.queued_s = nan()        # latest entry into a replica's queue (engine.des.ahead)
+        self.ahead_s = nan()         # wait for the iteration scheduled ahead (engine.des.ahead)
         self.first_token_engine = nan()   # first token as the engine emits it (before the front end)
         self.first_token = nan()
         self.completion = nan()

@@ -81,3 +81,25 @@ def test_lag_is_one_decode_step_and_leaves_decoding_alone(base_specs):
 def test_schedule_ahead_is_zero_or_one(bad):
     with pytest.raises(SpecError, match="schedule_ahead"):
         replace(FrameworkSpec(), schedule_ahead=bad)
+
+
+def test_ttft_parts_add_up_and_name_the_step_scheduled_ahead(base_specs):
+    # The parts are differences of consecutive timestamps: they add up to TTFT per request. In
+    # the two-request case request 1's schedule-ahead share is the one decode step of request 0
+    # it waited for besides the synchronous loop's wait (b[m+1] - b[m], hand-derived as above).
+    from engine.des import ttft_parts
+
+    specs = with_fields(base_specs, framework=dict(schedule_ahead=1))
+    stream = RequestStream(arrival_s=np.array([0.0, 0.05]), prompt=np.array([100, 400]),
+                           output=np.array([50, 50]), priority=np.zeros(2, np.int8))
+    sim = simulate(specs, DesSpec(scheduler="sarathi", chunk_size=512), stream=stream)
+    t = ttft_parts.table(sim.state)
+    total = sum(t[f"ttft_{k}_ms"].to_numpy() for k in ("path", "queue", "prefill", "first_token"))
+    np.testing.assert_allclose(total, t["ttft_ms"].to_numpy(), rtol=1e-12)
+    sm = StepModel.from_specs(base_specs)
+    b = _boundaries(sm, 49)
+    m = int(np.searchsorted(b, 0.05, side="left"))
+    assert t["ttft_ahead_ms"][1] == pytest.approx((b[m + 1] - b[m]) * 1e3, rel=1e-9)
+    assert t["ttft_ahead_ms"][0] == 0.0
+    s = sim.result.summary
+    assert s["ttft_ahead_ms_mean"] == pytest.approx(t["ttft_ahead_ms"].mean(), rel=1e-12)
