@@ -10,6 +10,25 @@ pages its lower-tier prefix hits need to come back to; it fits when the pool's a
 (free + evictable prefix entries) less those stay at or above the watermark. Head-of-line: a head
 that does not fit blocks the ones behind it (FCFS, as in vLLM); the replica's hooks hear it.
 
+SGLang's output reservation (profiles with ``framework.new_token_ratio`` > 0; sgl-project/sglang
+python/sglang/srt/managers/schedule_policy.py PrefillAdder.add_one_req, 0.4.x-0.5.x): on top of
+the blocks test, a head is admitted only while
+    pf + min(left, clip)  <  free tokens - r x sum over running of min(left_i, clip)
+                                         - sum over heads admitted this round of min(left_j, clip)
+(left = output tokens still to come, clip = clip_max_new_tokens; this round's heads hold their
+prompt pages already, so only their output is added whole). The ratio r starts at
+new_token_ratio, falls by (new_token_ratio - new_token_ratio_min) / new_token_ratio_decay_steps per
+iteration (SGLang per decode batch; here every iteration counts: prefill iterations are few), is
+reset when the replica is idle (``Scheduler.self_check_during_idle``) and is re-estimated after a
+retraction (``ScheduleBatch.retract_decode``): r = min(1, (tokens decoded + retract_decode_steps x
+n) / sum of outputs) over the n requests left running. An idle replica admits its head on the
+blocks test alone (SGLang would wait forever for a request larger than the pool).
+
+Retraction (``retract_decode_steps`` > 0, SGLang): when the decoding sequences lack a block, the one
+with the fewest output tokens (then the longest prompt, then the newest) is retracted until
+every one left has retract_decode_steps steps of room; its KV is freed (recomputed on return).
+Otherwise (vLLM) the newest is preempted until the next step fits.
+
 A mixin of ``engine.des.replica.Replica`` (it works on the replica's slot arrays and KvPool).
 """
 
@@ -36,10 +55,11 @@ class Admission:
         return [(int(s), int(self.pf[s])) for s in part.tolist()]
 
     # ------------------------------------------------------------ the KV-fit test
-    def fit(self, rid):
+    def fit(self, rid, round_out=(0, 0)):
         """The KV-fit test of queue head ``rid`` (module docstring): (fits, seq, pf, cached,
         nhit, hashes, need, low) with ``low`` the lower-tier promotion (pages, s, host entries,
-        disk entries) or None."""
+        disk entries) or None; ``round_out``: (heads admitted this round, the sum of their clipped
+        outputs) for SGLang's reservation."""
         st, kv = self.st, self.kv
         pc = kv.prefix
         prompt = int(st.prompt[rid])
@@ -62,7 +82,35 @@ class Admission:
         need = -(-reserve // self.bs)
         low = pc.lower(hashes[:nhit]) if (nhit and pc.tiered) else None
         fits = kv.avail() - need - (low[0] if low is not None else 0) >= kv.wm
+        if fits and self.spec.framework.new_token_ratio > 0 and not self.reserves:
+            fits = self._ratio_fits(rid, pf, seq, round_out)
         return fits, seq, pf, cached, nhit, hashes, need, low
+
+    # ------------------------------------------- SGLang's new-token-ratio reservation
+    def new_token_ratio(self) -> float:
+        """SGLang's current new_token_ratio (module docstring): set at ``_ntr`` when the replica
+        had done ``_ntr_it`` iterations, falling linearly per iteration to the minimum."""
+        fw = self.spec.framework
+        if not hasattr(self, "_ntr"):
+            self._ntr, self._ntr_it = fw.new_token_ratio, self.iterations
+        decay = (fw.new_token_ratio - fw.new_token_ratio_min) / fw.new_token_ratio_decay_steps
+        return max(fw.new_token_ratio_min, self._ntr - decay * (self.iterations - self._ntr_it))
+
+    def _ratio_fits(self, rid, pf, seq, round_out) -> bool:
+        """SGLang's admission test (module docstring) for head ``rid`` with ``pf`` tokens to
+        prefill; ``round_out``: (slots admitted this round, their clipped outputs)."""
+        fw = self.spec.framework
+        clip = fw.clip_max_new_tokens
+        n_round, out_round = round_out
+        n_old = self.n - n_round
+        if self.n == 0:       # idle: SGLang resets the ratio; the head goes on the blocks test
+            self._ntr, self._ntr_it = fw.new_token_ratio, self.iterations
+            return True
+        st = self.st
+        left = int(st.output[rid]) - (seq - int(st.prompt[rid]))
+        running = float(np.minimum(self.left[:n_old], clip).sum()) * self.new_token_ratio()
+        free = self.kv.avail() * self.bs
+        return pf + min(left, clip) < free - running - out_round
 
     def head_fits(self, rem, whole):
         """Would the queue head be admitted now (the KV-fit test; whole prompts: within ``rem``
@@ -75,9 +123,11 @@ class Admission:
         Returns [(slot, prefill chunk)]."""
         st, kv = self.st, self.kv
         out, used = [], 0
+        n_round, out_round = 0, 0       # SGLang's reservation: this round's heads and outputs
+        clip = self.spec.framework.clip_max_new_tokens
         while self.waiting and self.n < self.max_seqs:
             rid = self.waiting[0][3]
-            fits, seq, pf, cached, nhit, hashes, need, low = self.fit(rid)
+            fits, seq, pf, cached, nhit, hashes, need, low = self.fit(rid, (n_round, out_round))
             if not fits:
                 if len(self.waiting) > 1:
                     self.hooks.blocked(self, rid, t)    # head-of-line: it blocks the ones behind
@@ -129,6 +179,8 @@ class Admission:
             if pf:
                 out.append((s, chunk))
                 used += chunk
+            n_round += 1
+            out_round += min(int(self.left[s]), clip)
         return out
 
     # ------------------------------------------------------- decode reservation
@@ -166,12 +218,39 @@ class Admission:
 
     # ---------------------------------------------------------------- preemption
     def make_room(self, k):
-        """Preempt (newest first) until the decoding sequences fit ``k`` more steps."""
+        """Preempt (newest first) until the decoding sequences fit ``k`` more steps; with
+        ``retract_decode_steps`` > 0, SGLang's retraction (module docstring)."""
+        fw = self.spec.framework
+        if fw.retract_decode_steps > 0:
+            return self._retract(max(k, fw.retract_decode_steps))
         while self.n:
             idx = np.flatnonzero(self.pf[:self.n] == 0)
             if self.need(idx, k) <= self.kv.avail():
                 return
             self._preempt(int(np.argmax(self.adm[:self.n])))
+
+    def _retract(self, k):
+        """SGLang's retract_decode: retract the decoding sequence with the fewest output tokens
+        (then the longest prompt, then the newest) until the rest fit ``k`` more steps; then
+        re-estimate the new-token ratio over the requests left running."""
+        st = self.st
+        retracted = False
+        while self.n:
+            idx = np.flatnonzero(self.pf[:self.n] == 0)
+            if not len(idx) or self.need(idx, k) <= self.kv.avail():
+                break
+            rids = self.rid[idx]
+            out_done = st.output[rids] - self.left[idx]
+            order = np.lexsort((-self.adm[idx], -st.prompt[rids], out_done))
+            self._preempt(int(idx[order[0]]))
+            retracted = True
+        if retracted and self.n and self.spec.framework.new_token_ratio > 0:
+            rids = self.rid[:self.n]
+            done = float((st.output[rids] - self.left[:self.n]).sum())
+            total = float(st.output[rids].sum())
+            steps = self.spec.framework.retract_decode_steps
+            self._ntr = min(1.0, (done + steps * self.n) / total) if total else 1.0
+            self._ntr_it = self.iterations
 
     def _preempt(self, s):
         """Preempt slot ``s``: free its KV and requeue it at the front. Recompute: prefilled

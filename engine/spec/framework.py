@@ -116,6 +116,37 @@ class FrameworkSpec:
     allreduce: str = "analytical"
     kernel_tables: str = "none"
     sources: tuple = param((), config_type=List[str])
+    # --- KV capacity and admission (engine.analytical.kvcache.kv_room, engine.des.admission) ---
+    #: kv_rule: how the KV cache is sized: free_fraction ((HBM - weights - activations - reserve)
+    #:     x kv_usable_fraction, the calibration's when 0; TensorRT-LLM) | total_fraction (vLLM:
+    #:     HBM x gpu_memory_utilization - weights - activation peak - runtime and CUDA-graph
+    #:     reserves) | static_fraction (SGLang: (HBM - runtime reserve) x mem_fraction_static
+    #:     - weights);
+    #: gpu_memory_utilization: vLLM's share of all HBM (total_fraction);
+    #: mem_fraction_static: SGLang's share of HBM for weights + KV (static_fraction; 0 = SGLang's
+    #:     default from chunk_size, the largest CUDA-graph size and tp x pp);
+    #: runtime_reserve_bytes: device memory outside the framework's count (CUDA context, NCCL,
+    #:     cuBLAS workspaces) [bytes/device]; cuda_graph_reserve_bytes: CUDA-graph pool counted
+    #:     before KV is sized [bytes/device];
+    #: new_token_ratio: SGLang's admission reserve: a request is admitted when its prompt + its
+    #:     output (clipped at clip_max_new_tokens) fits in the free KV less new_token_ratio x the
+    #:     clipped remaining output of every running request; 0 = no reserve (vLLM: pages free);
+    #:     the ratio decays to new_token_ratio_min over new_token_ratio_decay_steps decode steps
+    #:     and is re-estimated on each retraction;
+    #: retract_decode_steps: 0 = preempt the newest until the next step fits (vLLM); > 0 = retract
+    #:     (fewest output tokens first) until every remaining request has this many steps of room.
+    kv_rule: str = "free_fraction"
+    gpu_memory_utilization: float = param(0.9, range=(0.0, 1.0))
+    mem_fraction_static: float = param(0.0, range=(0.0, 1.0))
+    runtime_reserve_bytes: float = param(0.0, key="runtime_reserve", unit="GB", zero=True,
+                                         range=(0.0, 1e11))
+    cuda_graph_reserve_bytes: float = param(0.0, key="cuda_graph_reserve", unit="GB", zero=True,
+                                            range=(0.0, 1e11))
+    new_token_ratio: float = param(0.0, range=(0.0, 1.0))
+    new_token_ratio_min: float = param(0.0, range=(0.0, 1.0))
+    new_token_ratio_decay_steps: int = 600
+    clip_max_new_tokens: int = 4096
+    retract_decode_steps: int = 0
 
     _group = "framework"
 
@@ -161,6 +192,7 @@ class FrameworkSpec:
             raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,
                             f"{str(need).lower()} for scheduler={self.scheduler} "
                             f"({scheduler_traits(self.scheduler).summary})")
+        _check_memory(self, g)    # the KV capacity and admission block
 
 
 def host_costs_text(fw: FrameworkSpec) -> str:
@@ -170,3 +202,24 @@ def host_costs_text(fw: FrameworkSpec) -> str:
     parts = [(fw.step_overhead_s, "per pass"), (fw.per_output_token_s, "per sequence emitting a token"),
              (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request")]
     return ", ".join(f"{v * 1e6:.3g} us {what}" for v, what in parts if v)
+
+
+KV_RULES = ("free_fraction", "total_fraction", "static_fraction")
+
+
+def _check_memory(fw: "FrameworkSpec", g: str) -> None:
+    """The KV capacity and admission block of ``FrameworkSpec`` (see its field comments)."""
+    one_of(g, "kv_rule", fw.kv_rule, KV_RULES)
+    if not 0 < fw.gpu_memory_utilization <= 1:
+        raise SpecError(f"{g}.gpu_memory_utilization", fw.gpu_memory_utilization, "a fraction in (0, 1]")
+    for name in ("mem_fraction_static", "new_token_ratio", "new_token_ratio_min"):
+        if not 0 <= getattr(fw, name) <= 1:
+            raise SpecError(f"{g}.{name}", getattr(fw, name), "a fraction in [0, 1]")
+    if fw.new_token_ratio_min > fw.new_token_ratio:
+        raise SpecError(f"{g}.new_token_ratio_min", fw.new_token_ratio_min,
+                        f"at most new_token_ratio={fw.new_token_ratio}")
+    non_negative(g, "runtime_reserve", fw.runtime_reserve_bytes, unit="bytes")
+    non_negative(g, "cuda_graph_reserve", fw.cuda_graph_reserve_bytes, unit="bytes")
+    positive_int(g, "new_token_ratio_decay_steps", fw.new_token_ratio_decay_steps)
+    positive_int(g, "clip_max_new_tokens", fw.clip_max_new_tokens)
+    positive_int(g, "retract_decode_steps", fw.retract_decode_steps, minimum=0)

@@ -1,6 +1,7 @@
 """KV capacity of one replica in blocks, from the memory model (vLLM's profiling step, in closed
 form): ``engine.analytical.kvcache.capacity`` (weights with expert shard, group scales and uneven
-stages; MLA latent whole on every TP rank)
+stages; MLA latent whole on every TP rank), by the framework profile's own rule
+(``kvcache.framework_rule``: free_fraction, vLLM's total_fraction, SGLang's static_fraction)
     blocks       floor(tokens / block_size)
 The activation peak is taken at the scheduler's largest iteration: max_num_batched_tokens tokens
 and max_num_seqs sequences. A speculative draft's weights and KV beside the target's come off (``replica_blocks``).
@@ -27,10 +28,13 @@ class KvCapacity:
 def kv_capacity(specs: Specs, block_size: int, max_batched_tokens: int, max_seqs: int) -> KvCapacity:
     """KV blocks of one replica from the analytical engine's footprint
     (``engine.analytical.kvcache.capacity``, the one both engines use), at the scheduler's
-    largest iteration (max_batched_tokens tokens, max_seqs sequences)."""
+    largest iteration (max_batched_tokens tokens, max_seqs sequences), sized by the framework
+    profile's rule (``kvcache.framework_rule``)."""
     m, p, c, hw = specs.model, specs.partition, specs.calibration, specs.hardware
+    rule = kvcache.framework_rule(specs.framework, max_batched_tokens)
     k = kvcache.capacity(m, p.tp, p.pp, p.ep, p.sp, float(max_batched_tokens), float(max_seqs),
-                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, specs.kv_usable_fraction)
+                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, specs.kv_usable_fraction,
+                         rule)
     tokens = float(k["tokens"])
     blocks = int(tokens // block_size)
     return KvCapacity(blocks=blocks, tokens=tokens, kv_capacity_gb=float(k["kv_capacity"]) / 1e9,
