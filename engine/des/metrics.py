@@ -113,6 +113,14 @@ def summarize(st: State, table: pl.DataFrame, *, devices: int, slo_ttft_ms: floa
     _pcts("queueing_ms", np.where(done, table["queueing_ms"].to_numpy(), np.nan), s)
     for (label, _), v in zip(PCTS, st.itl_percentiles_ms([q for _, q in PCTS])):
         s[f"itl_ms_{label}"] = v
+    if getattr(st, "tpot_definition", "decode") != "decode":
+        # the client's TPOT includes the first token; its ITL is the decode TPOT, per request then
+        # the mean (GuideLLM inter_token_latency_ms: (last - first) / (output - 1))
+        first, comp, out = st.first_token, st.completion, st.output
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dec = np.where(done & (out > 1), (comp - first) / (out - 1), np.nan) * 1e3
+        dec = dec[np.isfinite(dec)]
+        s["itl_ms_mean"] = float(dec.mean()) if dec.size else float("nan")
     n_done = int(done.sum())
     t0 = float(np.nanmin(st.arrival)) if st.n else 0.0
     t1 = float(np.nanmax(st.completion)) if n_done else t0

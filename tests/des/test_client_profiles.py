@@ -105,3 +105,5 @@ def test_guidellm_reports_tpot_with_the_first_token(specs_with):
     # and it exceeds the decode TPOT by the first token's wait: (e2e) / O > (e2e - ttft) / (O - 1)
     dec = ((t["completion_s"] - t["first_token_s"]) / (O - 1) * 1e3).to_numpy()
     assert want.mean() > dec.mean()
+    # its ITL (inter_token_latency_ms) is the decode TPOT, per request then the mean
+    assert res.summary["itl_ms_mean"] == pytest.approx(float(dec.mean()), rel=1e-12)

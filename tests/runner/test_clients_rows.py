@@ -107,3 +107,13 @@ def test_inference_perf_model_names_resolve(name, want):
     assert rg.resolve_model(name)[0] == want
     opt, note = inference_perf_model({"server": {"model_name": "HuggingFaceTB/SmolLM2-135M"}})
     assert opt == "" and "hfconfig" in note
+
+
+def test_guidellm_rows_compare_its_own_tpot_and_itl():
+    # GuideLLM's TPOT includes the first token (tpot_ms under its definition); its mean ITL is the
+    # decode TPOT (itl_ms_mean)
+    t = build_case({**_ROW, "client": "guidellm", "metric": "tpot_ms"})
+    assert t.key == "tpot_ms_mean" and t.des["tpot_definition"] == "per_output_token"
+    i = build_case({**_ROW, "client": "guidellm", "metric": "itl_ms"})
+    assert i.key == "itl_ms_mean"
+    assert build_case({**_ROW, "client": "aiperf", "metric": "itl_ms"}).key == "tpot_ms_mean"

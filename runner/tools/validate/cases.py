@@ -198,6 +198,8 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         else:
             n = min(load.prompts or client_requests(client, users, max(6 * users, 200)), CLOSED_MAX_REQUESTS)
             case.des = profile_fields(client)      # also for dataset rows (their stream is built here)
+            if m.group == "itl" and m.stat == "mean" and case.des["tpot_definition"] != "decode":
+                case.key = "itl_ms_mean"            # its TPOT has the first token; its ITL does not
             wl["client"] = client
             what = (f"closed loop of {users} clients, {n} requests of {src}, client {client} "
                     f"({PROFILES[client].source})")
