@@ -17,14 +17,15 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     experts   compute 2 P_exp T                               memory  expert weights x E[touched]/E
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
     time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
-           + step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token,
-           at least n / frontend_tok_s
+           + step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
 per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
 per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
-decoding sequence's); host work the GPU waits for, so it adds to the pass; the front-end ceiling
-from the profile)
+decoding sequence's); host work the GPU waits for, so it adds to the pass. The front end's
+token ceiling (framework.frontend_tok_s) does not lengthen a pass: the engine does not wait for
+its output handler; the DES queues the tokens behind it (engine.des.frontend), the analytical
+decode holds its steady-state cycle to it (engine.analytical.decode))
 FLOPs are divided by tp x sp devices at peak x compute_efficiency; weights by tp (experts by
 max(tp, ep)); KV by min(tp, KV heads) x sp; bytes at HBM bandwidth x efficiency; comm from
 ``engine.analytical.parallel``. A pass walks all pp stages one after another. Units: seconds.
@@ -93,8 +94,8 @@ class StepModel:
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
     elem_s_per_token: Any = 0.0         # element-wise kernels' bytes / (tp sp) / bw_eff (kernel mode)
     graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
-    frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s: a pass emitting n tokens
-                                        # lasts at least n times this (detokenise/stream ceiling)
+    frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s (detokenise/stream ceiling;
+                                        # not in pass_time: engine.des.frontend, analytical decode)
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -200,7 +201,7 @@ class StepModel:
         t = (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
              + self.step_overhead_s + self.per_token_overhead_s * n
              + self.per_prefill_token_s * (T - Bd))
-        return np.maximum(t, n * self.frontend_s_per_token) if self.frontend_s_per_token else t
+        return t
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
         """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,

@@ -55,6 +55,8 @@ class Departures:
         self.handoffs.extend(rid.tolist())
 
     def _complete(self, t):
+        """Sequences with no tokens left complete at ``t`` (the time their client sees the last
+        token: the front end's, engine.des.frontend); their blocks are freed, slots compacted."""
         n = self.n
         if not n or self.left[:n].min() > 0:
             return ()

@@ -28,13 +28,16 @@ Roles (disaggregated serving): a "prefill" replica runs prompt iterations only a
 finished prompt to the event loop (``handoffs``); a "decode" replica admits those with their KV
 already computed (``State.kv_ready``) and only decodes.
 
-CUDA-graph padding and the framework's host costs (per-iteration and per-token overheads, the
-front end's token ceiling) are priced by the step path (``StepModel``), the same for both engines.
+CUDA-graph padding and the framework's host costs (per-iteration and per-token overheads) are
+priced by the step path (``StepModel``), the same for both engines. The front end's token ceiling
+is a queue the emitted tokens pass before the clients see them (engine.des.frontend), and an
+engine that schedules one iteration ahead admits a new request one iteration later
+(engine.des.ahead).
 """
 
 import numpy as np
 
-from engine.des import ahead
+from engine.des import ahead, frontend
 from engine.des.admission import Admission
 from engine.des.departures import Departures
 from engine.des.config import DesSpec
@@ -106,6 +109,8 @@ class Replica(Queue, Admission, Departures):
         self.ahead = int(getattr(spec.framework, "schedule_ahead", 0) or 0)
         self.t_end = self.t_last_start = self.t_newest = -np.inf
         self.newest_rid = -1
+        # the front end as a queue every emitted token passes (engine.des.frontend); None: off
+        self.frontend = frontend.make(getattr(spec.framework, "frontend_tok_s", 0.0) or 0.0)
 
     # the pool's figures under the names the event loop, the fleet and the summary read
     @property
@@ -248,10 +253,19 @@ class Replica(Queue, Admission, Departures):
                 self.left[sl] -= tok
                 st.spec_steps += k * n
                 st.spec_tokens += int(tok.sum())
-            st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
-            if k > 1:
-                st.add_itl(x[1:], float(n))
-            self.last[sl] = t
+            tc = t                    # when the clients see the run's last tokens
+            if self.frontend is None:
+                st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
+                if k > 1:
+                    st.add_itl(x[1:], float(n))
+            else:                     # each step's tokens as the front end delivers them
+                per = n if run.emit is None else np.diff(run.emit.sum(axis=1), prepend=0)
+                f = self.frontend.run(t0 + cum, per)
+                st.add_itl(f[0] - self.last[sl], 1.0)
+                if k > 1:
+                    st.add_itl(np.diff(f), float(n))
+                tc = float(f[-1])
+            self.last[sl] = tc
             self.hooks.decode_run(self, t0, cum, run.emit, n)
             self.power.charge_run(self, run, t)
             st.decode_tokens += n * k if run.emit is None else int(tok.sum())
@@ -268,12 +282,17 @@ class Replica(Queue, Admission, Departures):
         else:
             t0, dur, chunks, didx, nd = run.start, run.dur, run.chunks, run.didx, run.nd
             em = run.emit
+            tc = t                    # when the clients see this iteration's tokens
+            if self.frontend is not None:
+                m = sum(1 for s, c in chunks if c == self.pf[s])       # first tokens
+                m += 0 if didx is None else (nd if em is None else int(em.sum()))
+                tc = self.frontend.batch(t, m)
             if didx is not None:
                 inc = 1 if em is None else em
                 self.ctx[didx] += inc
                 self.left[didx] -= inc
-                st.add_itl(t - self.last[didx], 1.0)
-                self.last[didx] = t
+                st.add_itl(tc - self.last[didx], 1.0)
+                self.last[didx] = tc
                 ne = nd if em is None else int(em.sum())
                 st.tokens_out += ne
                 st.decode_tokens += ne
@@ -291,7 +310,7 @@ class Replica(Queue, Admission, Departures):
                 self.pf[s] -= c
                 prefill += c
                 if self.pf[s] == 0:
-                    self._emit_first(s, t)
+                    self._emit_first(s, t, tc)
                     maybe_done = maybe_done or self.left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
@@ -305,22 +324,24 @@ class Replica(Queue, Admission, Departures):
         if self.role == "prefill":
             self._hand_off(t)
         if decode:
-            return self._complete(t) if run.at_completion else ()
-        return self._complete(t) if maybe_done else ()
+            return self._complete(tc) if run.at_completion else ()
+        return self._complete(tc) if maybe_done else ()
 
-    def _emit_first(self, s, t):
-        """A sequence finished its (re)prefill: it emits a token and its prompt's full prefix
-        blocks join the prefix cache (pinned while it runs)."""
+    def _emit_first(self, s, t, tc):
+        """A sequence finished its (re)prefill at ``t``: it emits a token (the client sees it at
+        ``tc``, the front end's, engine.des.frontend) and its prompt's full prefix blocks join
+        the prefix cache (pinned while it runs)."""
         st = self.st
         rid = int(self.rid[s])
         self.left[s] -= 1
         st.tokens_out += 1
         self.hooks.first_token(self, rid, t)
         if st.first_token[rid] != st.first_token[rid]:
-            st.first_token[rid] = st.first_token_engine[rid] = t
+            st.first_token[rid] = tc
+            st.first_token_engine[rid] = t
         elif self.last[s] == self.last[s]:
-            st.add_itl(np.array([t - self.last[s]]), 1.0)
-        self.last[s] = t
+            st.add_itl(np.array([tc - self.last[s]]), 1.0)
+        self.last[s] = tc
         kv = self.kv
         if kv.prefix is not None and st.hashes is not None:
             h = st.hashes[rid]

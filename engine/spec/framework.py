@@ -71,8 +71,9 @@ class FrameworkSpec:
     per_request_s: host time once per request on its way in (API server: parse, tokenise,
         hand-off to the engine core), on top of the calibration's per-request overhead: it delays
         the request's arrival at the scheduler, not the iterations;
-    frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver;
-        an iteration emitting n tokens lasts at least n / frontend_tok_s; 0 = no limit;
+    frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver:
+        the DES queues every emitted token behind it (engine.des.frontend; iterations keep their
+        price), the analytical decode holds its cycle to it; 0 = no limit;
     allreduce: TP all-reduce implementation (engine.cost.allreduce: formulas and sources):
         analytical (the engine's own model: engine.analytical.allreduce's alpha-beta ring/tree on
         the roofline, the faster of NCCL and the custom kernel on measured tables) | one_shot

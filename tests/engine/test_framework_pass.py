@@ -72,10 +72,12 @@ def test_host_costs_and_front_end_ceiling(padded):
                         ((3.0, 3.0), dict(decode_seqs=3.0, decode_ctx=3000.0), 3)):
         assert float(sm.time(*args, **kw)) == pytest.approx(float(plain.time(*args, **kw)) + 1e-3 + n * 1e-4,
                                                             rel=1e-12)
-    # front end at 200 tokens/s: a decode step emitting 3 tokens lasts at least 15 ms, and the
-    # analytical TPOT of a batch of 3 is held to the same floor
+    # front end at 200 tokens/s: the pass itself is not lengthened (the engine does not wait for
+    # its output handler; the DES queues the tokens, engine.des.frontend), while the analytical
+    # TPOT of a batch of 3 is held to the front end's pace, 3 tokens / 200 tokens/s = 15 ms
     fe = StepModel.from_specs(replace(padded, framework=replace(fw, frontend_tok_s=200.0)))
-    assert float(fe.time(3.0, 3.0, decode_seqs=3.0, decode_ctx=3000.0)) == pytest.approx(0.015)
+    kw = dict(decode_seqs=3.0, decode_ctx=3000.0)
+    assert float(fe.time(3.0, 3.0, **kw)) == float(sm.time(3.0, 3.0, **kw))
     s = replace(padded, framework=replace(fw, frontend_tok_s=200.0),
                 workload=WorkloadSpec(prompt_len=512, output_len=64, batch_size=3))
     assert analytical_run(s).summary["tpot_ms_p50"] == pytest.approx(15.0)
