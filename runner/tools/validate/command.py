@@ -67,7 +67,7 @@ def _run(args, steps) -> dict:
         cal = runner.specs(first)[0].calibration
         start = {k: getattr(cal, k) for k in FIT_PARAMS}
         fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
-        fit_runner._specs = runner._specs
+        fit_runner._specs, fit_runner._how = runner._specs, runner._how
         params, sol = fit_calibration(fit_runner, cases, start, max_nfev=args.max_nfev, polish=args.polish,
                                       log=fit_log, only=args.fit_params)
     steps.step("predicting")

@@ -222,7 +222,7 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
     cal = runner.specs(use[0])[0].calibration
     start = {k: getattr(cal, k) for k in FIT_PARAMS}
     fit_runner = Runner(args.calibration, des_scale=args.fit_des_scale * args.des_scale, extra=args.set)
-    fit_runner._specs = runner._specs
+    fit_runner._specs, fit_runner._how = runner._specs, runner._how
     params, _ = fit_calibration(fit_runner, fit_rows, start, max_nfev=args.max_nfev, polish=args.polish,
                                 log=lambda *a: print(*a, file=sys.stderr, flush=True),
                                 only=getattr(args, "fit_params", ""))

@@ -35,7 +35,7 @@ class Runner:
         key = _setup_key(case)
         if case.id not in self._specs and key in self._specs:
             self._specs[case.id] = self._specs[key]
-            case.how += self._how[key]         # the notes the shared composition added
+            case.how += self._how.get(key, "")   # the notes the shared composition added
         if case.id not in self._specs:
             how0 = case.how
             from runner.tools.calibrate import compose
