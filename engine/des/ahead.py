@@ -60,15 +60,16 @@ def restore(rep, hidden) -> None:
 
 def charge(rep, hidden, t: float, end) -> None:
     """Each request ``hidden`` from the plan at ``t`` waits at least until the iteration planned
-    then ends (``end``): that wait is its schedule-ahead share of the queueing time,
-    ``State.ahead_s`` (the first time it is held back; a request is held back once, as the next
-    plan sees it)."""
+    then ends (``end``), when a plan first sees it (``State.ahead_at``): that wait is its
+    schedule-ahead share of the queueing time, ``State.ahead_s``, if that plan admits it
+    (engine.des.ttft_parts; a request is held back once, as the next plan sees it)."""
     if end is None:
         return
-    a = rep.st.ahead_s
+    a, at = rep.st.ahead_s, rep.st.ahead_at
     for e in hidden:
         if a[e[3]] != a[e[3]]:
             a[e[3]] = end - t
+            at[e[3]] = end
 
 
 def extra_step(rep, run, j: int, t: float) -> int:
@@ -80,6 +81,7 @@ def extra_step(rep, run, j: int, t: float) -> int:
     rid = rep.newest_rid
     if j < k and rid >= 0 and rep.st.queued_s[rid] == t and rep.st.ahead_s[rid] != rep.st.ahead_s[rid]:
         rep.st.ahead_s[rid] = float(run.cum[j] - run.cum[j - 1])
+        rep.st.ahead_at[rid] = run.start + float(run.cum[j])
     return j + 1
 
 

@@ -31,6 +31,7 @@ class State:
         self.entered_s = nan()       # first entry into a replica's queue (engine.des.ttft_parts)
         self.queued_s = nan()        # latest entry into a replica's queue (engine.des.ahead)
         self.ahead_s = nan()         # wait for the iteration scheduled ahead (engine.des.ahead)
+        self.ahead_at = nan()        # when a plan first sees a request held back (engine.des.ahead)
         self.first_token_engine = nan()   # first token as the engine emits it (before the front end)
         self.first_token = nan()
         self.completion = nan()

@@ -7,7 +7,9 @@
     queue          entry -> first admission into an iteration (waiting for a slot, KV or the
                    token budget), of which
       ahead        the wait for the iteration the engine had already scheduled when the request
-                   came (``framework.schedule_ahead``, engine.des.ahead)
+                   came (``framework.schedule_ahead``, engine.des.ahead), counted when the first
+                   plan that sees the request admits it (else the request would have waited
+                   anyway, for a slot, KV or the budget)
     prefill        first admission -> the engine emits the first token: the prefill iterations
                    (chunks, the decodes sharing them, a preemption and its recompute)
     first_token    the engine's first token -> the client's: half the client round trip on the
@@ -28,7 +30,8 @@ PARTS = ("path", "queue", "ahead", "prefill", "first_token")
 
 def arrays(st) -> dict:
     """Per-request parts [s] (NaN where the request never got a first token)."""
-    ahead = np.where(np.isnan(st.ahead_s), 0.0, st.ahead_s)
+    lag = np.isfinite(st.ahead_s) & (st.scheduled <= st.ahead_at)
+    ahead = np.where(lag, st.ahead_s, 0.0)
     return {
         "path": st.entered_s - st.arrival,
         "queue": st.scheduled - st.entered_s,
