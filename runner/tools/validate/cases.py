@@ -214,8 +214,12 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
             if m.group == "itl" and m.stat == "mean" and case.des["tpot_definition"] != "decode":
                 case.key = "itl_ms_mean"            # its TPOT has the first token; its ITL does not
             wl["client"] = client
-            what = (f"closed loop of {users} clients, {n} requests of {src}, client {client} "
-                    f"({PROFILES[client].source})")
+            pr = PROFILES[client]
+            start = f"{pr.start_ramp_s:g} s ramp" if pr.start_ramp_s else "burst start"
+            what = (f"closed loop of {users} clients, {n} requests of {src}, client {client} ({start}"
+                    + ("" if pr.length_jitter else ", exact lengths")
+                    + (", every request counted" if not (pr.warmup_s or pr.exclude_drain) else "")
+                    + (", TPOT with the first token" if pr.tpot_definition != "decode" else "") + ")")
         wl["num_requests"] = n
     else:  # server without a rate
         cons = MLPERF_SERVER.get(opt or "")
