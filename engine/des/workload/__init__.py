@@ -7,7 +7,7 @@
     importers/    foreign workload descriptions -> traces, registered by name (inference-perf,
                   ServeGen)
     build.py      build_stream: the stream a WorkloadSpec describes (trace rows or synthetic draws)
-    clients.py    benchmark-client behaviour (length jitter, ramp-up)
+    clients.py    benchmark-client profiles (workload.client) and their behaviour (ramp-up, length jitter, TPOT definition)
     sessions.py   cluster-scale stream transforms: traffic shapes, sessions, reasoning, classes
 
 Arrows run down this list's dependencies only (stream and arrivals import nothing here), so the
