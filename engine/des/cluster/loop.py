@@ -24,7 +24,7 @@ import numpy as np
 from engine.des.cluster.hooks import NO_HOOKS
 from engine.des.workload import apply_clients
 
-END, ARRIVE, PLAN, HANDOFF, EXPIRE, TICK = 0, 1, 2, 3, 4, 5
+END, ARRIVE, PLAN, HANDOFF, EXPIRE, TICK, SEND = 0, 1, 2, 3, 4, 5, 6
 
 
 class Loop:
@@ -33,8 +33,11 @@ class Loop:
     def __init__(self, st, replicas: list, router, *, users: int,
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
                  block_size: int, bucket=None, progress=None, decode_router=None,
-                 handoff_s=None, hooks=NO_HOOKS, des=None):
+                 handoff_s=None, hooks=NO_HOOKS, des=None, api_s: float = 0.0):
         self.st, self.replicas, self.router = st, replicas, router
+        # the framework's per-request host time, served by one API server in arrival order
+        # (``_through_api``); 0: requests reach the scheduler after ``request_overhead_s`` alone
+        self.api_s, self._api_free = float(api_s), float("-inf")
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
         self.bucket = bucket            # (rate, size) or None
@@ -60,7 +63,9 @@ class Loop:
         self.oh += self._rtt_half
 
     def _push(self, t, prio, kind, rep=None, version=0):
-        if kind == ARRIVE:
+        if kind == ARRIVE and self.api_s:
+            kind = SEND          # through the API server first (``_through_api``)
+        if kind in (ARRIVE, SEND):
             self.pending += 1
         self._seq += 1
         heapq.heappush(self.heap, (t, prio, self._seq, kind, rep, version))
@@ -83,6 +88,7 @@ class Loop:
             arr = (st.arrival[ids] + self.oh).tolist()
             n_open = len(ids)
             ids = ids.tolist()
+
         self._tokens = self.bucket[1] if self.bucket else 0.0
         self._t_bucket = 0.0
         ptr = 0
@@ -96,7 +102,11 @@ class Loop:
                 t = nxt
                 self.area += self.n_sys * (t - self.t_prev)
                 self.t_prev = t
-                self._arrive(ptr if ids is None else ids[ptr], t)
+                if self.api_s:       # through the API server first, in time order with the rest
+                    self.pending += 1
+                    self._through_api(ptr if ids is None else ids[ptr], t)
+                else:
+                    self._arrive(ptr if ids is None else ids[ptr], t)
                 ptr += 1
                 continue
             if not heap:
@@ -130,6 +140,8 @@ class Loop:
             elif kind == ARRIVE:
                 self.pending -= 1
                 self._arrive(rep, t)
+            elif kind == SEND:
+                self._through_api(rep, t)
             elif kind == HANDOFF:
                 dec = self.decode_router.pick(rep)
                 st.replica[rep] = dec.idx
@@ -146,6 +158,21 @@ class Loop:
             self.progress.close()
         self._set_window()
         return t
+
+    def _through_api(self, rid, t):
+        """``rid`` reaches the API server at ``t`` and leaves it for the scheduler at
+            leave = max(t, leave of the request before) + api_s
+        (a FIFO single server: parse, tokenise, hand off to the engine core, one request at a
+        time on one Python thread: vLLM's API server process, SGLang's TokenizerManager,
+        trtllm-serve's front end). Requests that come together (a benchmark client's burst, a
+        closed loop's wave of completions) reach the scheduler api_s apart, not all at once."""
+        self._api_free = (t if t > self._api_free else self._api_free) + self.api_s
+        self.heap_push_arrive(self._api_free, rid)
+
+    def heap_push_arrive(self, t, rid):
+        """An ARRIVE event at ``t`` that has already passed the API server."""
+        self._seq += 1
+        heapq.heappush(self.heap, (t, 1, self._seq, ARRIVE, rid, 0))
 
     def _set_window(self):
         """The summary's measurement window from DesSpec.warmup_s / exclude_drain (State.window)."""
