@@ -50,7 +50,9 @@ def pages(tokens, block_size: int):
 def replica_blocks(specs, des, cap: KvCapacity) -> int:
     """KV blocks of a replica (``cap``: engine.des.kv.kv_capacity) with a speculative
     draft's weights and KV beside the target's (engine.analytical.specdec.draft_memory): the room
-    less the draft weights x usable fraction, over target + draft KV bytes per token."""
+    less the draft weights (x the usable fraction under the free_fraction rule, whose room is a
+    share of what is free; whole under vLLM's and SGLang's rules, which count the draft among the
+    weights loaded before KV is sized), over target + draft KV bytes per token."""
     if specs.analytical.spec_decode.method == "none" or cap.tokens <= 0:
         return cap.blocks
     from engine.analytical import specdec
@@ -61,7 +63,8 @@ def replica_blocks(specs, des, cap: KvCapacity) -> int:
         return cap.blocks
     room = cap.kv_capacity_gb * 1e9
     per_token = room / cap.tokens                 # the target's KV bytes per token per device
-    tokens = max(room - w_d * specs.kv_usable_fraction, 0.0) / (per_token + kvd)
+    share = specs.kv_usable_fraction if specs.framework.kv_rule == "free_fraction" else 1.0
+    tokens = max(room - w_d * share, 0.0) / (per_token + kvd)
     return int(tokens // des.block_size)
 
 
