@@ -118,8 +118,12 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     # --- memory (per device) ---
     # tokens of the largest pass: a chunk (the token budget) or all B prompts in one pass
     pass_tokens = np.where((C > 0) & (C < S), C, B * S)
+    # KV room by the framework profile's own rule (kvcache.framework_rule: the one the DES sizes
+    # its KV blocks with), the activations at this batch's pass
+    rule = kvcache.framework_rule(specs.framework, specs.framework.max_num_batched_tokens)
     mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, x["hbm_capacity_bytes"],
-                            cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens)
+                            cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens,
+                            rule)
     if opt.spec_decode.method != "none":     # the draft's weights and KV share the HBM (specdec)
         mem = _with_draft_memory(specs, mem, x)
     fits = mem["fits"]
