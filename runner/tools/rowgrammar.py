@@ -312,13 +312,16 @@ def _version(text: str):
 
 def pick_framework(framework: str, version: str) -> tuple[str, str]:
     """(conf/framework profile, why) from the framework and version cells: TensorRT-LLM ->
-    trtllm; SGLang -> sglang; vLLM >= 0.8 -> vllm_v1 (V1 engine the default), < 0.8 -> vllm_v0,
+    trtllm; SGLang -> sglang (< 0.4: sglang_v03); vLLM >= 0.8 -> vllm_v1 (V1 engine the default), < 0.8 -> vllm_v0,
     an MLPerf v4.x submission (2024) -> vllm_v0, no version -> vllm_v1; gpt-fast -> gpt_fast;
     anything else -> generic."""
     f = (framework or "").lower()
     if "tensorrt" in f or "trt-llm" in f or "trtllm" in f:
         return "trtllm", "TensorRT-LLM"
     if "sglang" in f:
+        v = _version(version)
+        if v is not None and v < (0, 4):
+            return "sglang_v03", f"SGLang {v[0]}.{v[1]} < 0.4 (no overlap scheduler)"
         return "sglang", "SGLang"
     if "vllm" in f:
         v = _version(version)
