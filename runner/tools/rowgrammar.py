@@ -312,12 +312,15 @@ def _version(text: str):
 
 def pick_framework(framework: str, version: str) -> tuple[str, str]:
     """(conf/framework profile, why) from the framework and version cells: TensorRT-LLM ->
-    trtllm; SGLang -> sglang (< 0.4: sglang_v03); vLLM >= 0.8 -> vllm_v1 (V1 engine the default), < 0.8 -> vllm_v0,
+    trtllm (< 1.0 and not the PyTorch backend: trtllm_v0); SGLang -> sglang (< 0.4: sglang_v03); vLLM >= 0.8 -> vllm_v1 (V1 engine the default), < 0.8 -> vllm_v0,
     an MLPerf v4.x submission (2024) -> vllm_v0, no version -> vllm_v1; gpt-fast -> gpt_fast;
     anything else -> generic."""
     f = (framework or "").lower()
     if "tensorrt" in f or "trt-llm" in f or "trtllm" in f:
-        return "trtllm", "TensorRT-LLM"
+        v = None if "mlperf" in (version or "").lower() else _version(version)   # MLPerf v4.x: 0.x engines
+        if "pytorch" in f or v is None and "mlperf" not in (version or "").lower() or v is not None and v >= (1, 0):
+            return "trtllm", "TensorRT-LLM >= 1.0 (PyTorch backend)"
+        return "trtllm_v0", "TensorRT-LLM < 1.0 (TensorRT-engine flow, C++ executor)"
     if "sglang" in f:
         v = _version(version)
         if v is not None and v < (0, 4):

@@ -65,7 +65,8 @@ def test_hardware_without_config_is_a_reason(name):
 @pytest.mark.parametrize("fw, version, profile", [
     ("vLLM", "0.6.0", "vllm_v0"), ("vllm", "v0.10.1", "vllm_v1"), ("vLLM", "", "vllm_v1"),
     ("vLLM-ROCm (AMD MLPerf harness)", "MLPerf v4.1 submission", "vllm_v0"),
-    ("TensorRT-LLM (trtllm-bench)", "v0.17", "trtllm"), ("SGLang", "0.3.0", "sglang_v03"), ("SGLang", "0.5.1.post1", "sglang"), ("gpt-fast", "", "gpt_fast"), ("llama.cpp", "", "generic"),
+    ("TensorRT-LLM (trtllm-bench)", "v0.17", "trtllm_v0"), ("TensorRT-LLM (trtllm-bench, PyTorch backend)", "~v1.0", "trtllm"),
+    ("TensorRT-LLM (NVIDIA MLPerf harness)", "MLPerf v4.1 submission", "trtllm_v0"), ("TensorRT-LLM", "1.0.0rc3", "trtllm"), ("TensorRT-LLM", "", "trtllm"), ("SGLang", "0.3.0", "sglang_v03"), ("SGLang", "0.5.1.post1", "sglang"), ("gpt-fast", "", "gpt_fast"), ("llama.cpp", "", "generic"),
 ])
 def test_framework_profile_from_row(fw, version, profile):
     assert rg.pick_framework(fw, version)[0] == profile

@@ -7,7 +7,7 @@ from engine.errors import SpecError
 from engine.spec import DesSpec, FrameworkSpec
 from tests.conftest import compose_specs
 
-PROFILES = ("generic", "vllm_v1", "vllm_v0", "sglang", "sglang_v03", "trtllm")
+PROFILES = ("generic", "vllm_v1", "vllm_v0", "sglang", "sglang_v03", "trtllm", "trtllm_v0")
 
 
 def test_generic_is_the_pre_profile_des():
