@@ -123,7 +123,10 @@ class LiveEngine:
         n_rep = asm.n_rep
         self.replicas = asm.reps
         self.router = Router(des.router, self.replicas, st)
-        self.overhead_s = specs.per_request_overhead_s
+        self.overhead_s = specs.calibration.per_request_overhead_s
+        # the framework's per-request time at one API server in arrival order, as the event loop
+        # serves it (engine.des.cluster.loop.Loop._through_api)
+        self.api_s, self._api_free = specs.framework.per_request_s, float("-inf")
         self.max_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
         self._free = list(range(n - 1, -1, -1))
         self._pending: list = []         # (time the request enters the queue, seq, rid)
@@ -172,7 +175,10 @@ class LiveEngine:
         if st.hashes is not None:
             st.hashes[rid] = _NO_HASHES if hashes is None else np.asarray(hashes)
         self._seq += 1
-        heapq.heappush(self._pending, (t + self.overhead_s, self._seq, rid))
+        enter = t + self.overhead_s
+        if self.api_s:
+            enter = self._api_free = max(enter, self._api_free) + self.api_s
+        heapq.heappush(self._pending, (enter, self._seq, rid))
         self.prompt_tokens += prompt
         return rid
 
