@@ -170,3 +170,20 @@ def test_metrics_of_one_point_share_one_simulation(monkeypatch):
     assert len(calls) == 1 and math.isfinite(va) and math.isfinite(vb) and va > vb
     r.predict(b, {"framework.vllm_v1.step_overhead_s": 1e-3})
     assert len(calls) == 2
+
+
+def test_half_split_keeps_a_points_metrics_together():
+    """Rows of one benchmark point (its TTFT and TPOT) land in the same half; points alternate:
+    three points A, B, C (ids A-tpot < A-ttft < B-... by hand) -> fit half A + C, held out B."""
+    from runner.tools.validate.cases import build_case
+    from runner.tools.validate.fit import halves
+
+    base = {"model": "Llama-3.1-8B", "hardware": "H100-SXM5-80GB", "num_gpus": "1", "precision": "BF16",
+            "framework": "vLLM", "framework_version": "0.10", "tp": "1", "pp": "1", "unit": "ms (mean)",
+            "input_len": "256", "output_len": "32"}
+    cases = [build_case({**base, "id": f"{p}-{m}", "metric": f"{m}_ms", "value": "10",
+                         "batch_or_concurrency": f"concurrency={n}"})
+             for p, n in (("A", 4), ("B", 8), ("C", 16)) for m in ("ttft", "tpot")]
+    fit, held = halves(cases)
+    assert sorted(c.id for c in fit) == ["A-tpot", "A-ttft", "C-tpot", "C-ttft"]
+    assert sorted(c.id for c in held) == ["B-tpot", "B-ttft"]

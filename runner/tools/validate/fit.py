@@ -212,13 +212,27 @@ def write_framework_steps(conf_dir: Path, params: dict, csv_label: str, cases: l
 
 
 
+def halves(cases: list[Case]) -> tuple[list, list]:
+    """(every other benchmark point, the others): cases grouped by their setup (the rows of one
+    point: its TTFT and its TPOT, read from one simulation), the points sorted by their first row
+    id and alternated."""
+    from runner.tools.validate.predict import _setup_key
+
+    points: dict = {}
+    for c in sorted(cases, key=lambda c: c.id):
+        points.setdefault(_setup_key(c), []).append(c)
+    groups = sorted(points.values(), key=lambda g: g[0].id)
+    return [c for g in groups[0::2] for c in g], [c for g in groups[1::2] for c in g]
+
+
 def half_split(runner: Runner, cases: list[Case], args) -> dict:
-    """Fit one calibration on every other predictable row (sorted by id: rows 0, 2, 4, ...) with
-    the ``--fit`` machinery, then report median |error| on that half and on the held-out half.
+    """Fit one calibration on every other benchmark point (points sorted by their first row id:
+    0, 2, 4, ...; the rows of one point - its TTFT and its TPOT, one simulation - stay together)
+    with the ``--fit`` machinery, then report median |error| on that half and on the held-out half.
     The fit starts from the composed calibration (``--calibration``, ``--set``): start it away from
     a calibration fitted on all rows, or the held-out half is not held out."""
-    use = sorted((c for c in cases if not c.skip and math.isfinite(c.predicted)), key=lambda c: c.id)
-    fit_half, held = use[0::2], use[1::2]
+    use = [c for c in cases if not c.skip and math.isfinite(c.predicted)]
+    fit_half, held = halves(use)
     # MLPerf server rows come from a bisection on the rate: a step function of the parameters that
     # finite differences cannot follow; they are evaluated, not fitted
     fit_rows = [c for c in fit_half if not c.server]
@@ -238,7 +252,7 @@ def half_split(runner: Runner, cases: list[Case], args) -> dict:
         return summarize(out)
 
     fit_s, held_s = errs(fit_half), errs(held)
-    lines = ["", f"half split: fitted on {len(fit_rows)} rows (every other by id, MLPerf server rows left out), "
+    lines = ["", f"half split: fitted on {len(fit_rows)} rows (every other benchmark point by id, MLPerf server rows left out), "
                  f"evaluated on those ({len(fit_half)} with server rows) and on the other {len(held)}:",
              "  fitted " + ", ".join(f"{k}={v:.4g}" for k, v in params.items())]
     for g in GROUPS:
