@@ -56,7 +56,7 @@ CALIBRATION = {
 
 #: conf/framework/NAME.yaml
 FRAMEWORK = {
-    'vllm_v1': FrameworkSpec(name='vllm_v1', versions='>=0.8.0', scheduler='sarathi', max_num_seqs=1024, kv_rule='total_fraction', chunked_prefill=True, chunk_size=0, cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 513, 8)), cuda_graph_padding=True, watermark=0.0, allreduce='one_shot', kernel_tables='vllm', sources=('github:vllm-project/vllm vllm/engine/arg_utils.py (_set_default_args_v1 / get_batch_defaults: max_num_batched_tokens, max_num_seqs by usage context, GPU memory >= 70 GiB and not A100)', 'github:vllm-project/vllm vllm/v1/core/sched/scheduler.py (running requests first, then waiting, within token_budget)', 'github:vllm-project/vllm vllm/config.py (CompilationConfig cudagraph_capture_sizes [1, 2, 4] + range(8, 513, 8); CacheConfig block_size 16, gpu_memory_utilization 0.9)', 'github:vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py')),
+    'vllm_v1': FrameworkSpec(name='vllm_v1', versions='>=0.8.0', scheduler='sarathi', max_num_seqs=1024, kv_rule='total_fraction', step_overhead_s=0.00264, per_output_token_s=5.36e-05, per_prefill_token_s=7.68e-09, per_request_s=0.0182, chunked_prefill=True, chunk_size=0, cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 513, 8)), cuda_graph_padding=True, watermark=0.0, allreduce='one_shot', kernel_tables='vllm', sources=('github:vllm-project/vllm vllm/engine/arg_utils.py (_set_default_args_v1 / get_batch_defaults: max_num_batched_tokens, max_num_seqs by usage context, GPU memory >= 70 GiB and not A100)', 'github:vllm-project/vllm vllm/v1/core/sched/scheduler.py (running requests first, then waiting, within token_budget)', 'github:vllm-project/vllm vllm/config.py (CompilationConfig cudagraph_capture_sizes [1, 2, 4] + range(8, 513, 8); CacheConfig block_size 16, gpu_memory_utilization 0.9)', 'github:vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py')),
     'generic': FrameworkSpec(),
 }
 
@@ -82,6 +82,11 @@ def specs(**options) -> Specs:
                  partition=PARTITION[o["partition"]], workload=WORKLOAD[o["workload"]],
                  calibration=CALIBRATION[o["calibration"]], analytical=ANALYTICAL,
                  framework=FRAMEWORK[o["framework"]], des=DES)
+
+
+#: A framework profile's fitted host terms switched off (``with_fields(s, framework=NO_HOST)``): for
+#: tests that derive pass times by hand from the operators and the calibration's overheads alone.
+NO_HOST = dict(step_overhead_s=0.0, per_output_token_s=0.0, per_prefill_token_s=0.0, per_request_s=0.0)
 
 
 def with_fields(s: Specs, **groups) -> Specs:

@@ -17,6 +17,7 @@ from engine.spec import WorkloadSpec
 from engine.spec.workload import LengthDist
 from runner.tools import calibrate
 from runner.schema import CalibrationSchema, NoiseSchema
+from tests.calibration.conftest import NO_HOST_OVERRIDES
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,8 @@ def measured_csv(base_specs, tmp_path_factory):
 def test_cli_writes_calibration_and_mlflow_run(measured_csv, tmp_path, mlflow_uri):
     rc = calibrate.main([str(measured_csv), "--name", "fitted_test", "--concurrency", "1", "--rounds", "1",
                          "--max-nfev", "25", "--conf-dir", str(tmp_path / "conf"), "--output-dir",
-                         str(tmp_path / "out"), "--tracking-uri", mlflow_uri, "calibration=specsheet"])
+                         str(tmp_path / "out"), "--tracking-uri", mlflow_uri, "calibration=specsheet",
+                         *NO_HOST_OVERRIDES])   # as the measurement was made (conftest.base_specs)
     assert rc == 0
     text = (tmp_path / "conf" / "calibration" / "fitted_test.yaml").read_text()
     doc = yaml.safe_load(text)
