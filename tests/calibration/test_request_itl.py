@@ -138,6 +138,7 @@ def test_cli_writes_the_fitted_request_overhead(measured, tmp_path):
 
     from runner.schema import CalibrationSchema
     from runner.tools import calibrate as cli
+    from tests.calibration.conftest import NO_HOST_OVERRIDES
 
     sim, _ = measured
     t = sim.result.table
@@ -147,7 +148,7 @@ def test_cli_writes_the_fitted_request_overhead(measured, tmp_path):
                   "itl_ms": [";".join(f"{x:.9f}" for x in v) for v in t["itl_ms"].to_list()]}).write_csv(path)
     common = ["--concurrency", "1", "--rounds", "1", "--no-tracking", "--conf-dir", str(tmp_path / "conf"),
               "--output-dir", str(tmp_path / "out"), "calibration=specsheet", "workload.output_len=16",
-              "calibration.per_request_overhead=0"]
+              "calibration.per_request_overhead=0", *NO_HOST_OVERRIDES]   # as ``measured`` was made
     assert cli.main([str(path), "--name", "rq", *common]) == 0
     doc = yaml.safe_load((tmp_path / "conf" / "calibration" / "rq.yaml").read_text())
     us = float(str(doc["per_request_overhead"]).split()[0])
