@@ -32,7 +32,7 @@ footprint both engines use). Lengths come from the request stream itself (``leng
    and prunes by it only with ``plan.bound_slack`` (the found/estimate ratios are reported).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class Estimate:
     tpot0_ms: float           # zero-load TPOT at the SLO percentile
     rate_rps: float           # capacity estimate of the unit (0 when infeasible)
     batch: float              # decoding sequences per replica at the estimate
-    limit: str                # what caps the estimate (tpot, kv, budget, max_num_seqs, throughput)
+    limit: str                # what caps the estimate (tpot, kv, budget, max_num_seqs, throughput, api_server)
     reason: str               # '' or why the candidate is infeasible
 
 
@@ -176,7 +176,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         pre = P / (Es * c_pf)
         rate = float(min(pre, dec[i]))
         limit = "prefill pool" if pre < dec[i] else _limit(i, ok, kv_ok, td <= y, True, B)
-        return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, "")
+        return _api_capped(specs, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, ""))
     z = slo_ttft_ms * 1e-3 if slo_ttft_ms else np.inf
     overhead = ttft0 - prefill_s(sm, s_q, chunk)          # per-request overhead (+ hand-off)
     if pol.prefill_first and not pol.chunks:     # separate iterations of whole prompts (vllm)
@@ -200,8 +200,18 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
                         "no batch meets the TTFT and TPOT SLOs, the KV cache and the token budget at once")
     rr = np.where(ok, r, 0.0)
     i = int(np.argmax(rr))
-    return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, float(rr[i]), float(B[i]),
-                    _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok), "")
+    return _api_capped(specs, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, float(rr[i]), float(B[i]),
+                                       _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok), ""))
+
+
+def _api_capped(specs: Specs, e: Estimate) -> Estimate:
+    """The estimate held to the API server's capacity: one FIFO server of the framework's
+    per-request time s serves at most 1 / s requests per second (engine.des.cluster.loop
+    ``Loop._through_api``), whatever the engine behind it could take."""
+    s = specs.framework.per_request_s
+    if s > 0 and e.rate_rps > 1.0 / s:
+        return replace(e, rate_rps=1.0 / s, limit="api_server")
+    return e
 
 
 def _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok=True) -> str:

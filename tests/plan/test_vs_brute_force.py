@@ -21,8 +21,10 @@ from engine.plan.search import brute_force, find_max_rate, geometric_grid
 from engine.plan.spec import plan_spec
 from runner.convert import specs_from_config
 
+#: (the neutral profile: the comparison is about the search, and its rule's run lengths were sized
+#: on these roofline prices; SMALL[:1] + SMALL[4:] are the settings of one candidate)
 SMALL = ["experiment=capacity", "plan.space.hardware=[h100_sxm]", "plan.space.tp=[1,2]",
-         "plan.space.pp=[1]", "plan.rule.requests=200", "plan.rule.max_requests=800",
+         "plan.space.pp=[1]", "framework=generic", "plan.rule.requests=200", "plan.rule.max_requests=800",
          "plan.search.precision=0.1", "plan.search.step=1.3"]
 
 

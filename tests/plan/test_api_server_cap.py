@@ -1,0 +1,19 @@
+"""The capacity estimate is held to the API server's capacity (engine.plan.bound._api_capped)."""
+
+import numpy as np
+
+from engine.des.config import deployment
+from engine.plan import bound
+from tests.fixtures import NO_HOST, specs, with_fields
+
+
+def test_estimate_is_held_to_one_over_the_api_servers_time():
+    # one FIFO server of s per request serves at most 1 / s requests/s: 100 ms -> 10 req/s,
+    # whatever the engine behind it could take (the same deployment with the server off is faster)
+    lengths = bound.Lengths(np.full(64, 512), np.full(64, 128))
+    free = deployment(with_fields(specs(), framework=NO_HOST))[0]
+    slow = deployment(with_fields(specs(), framework=dict(NO_HOST, per_request_s=0.1)))[0]
+    e0 = bound.estimate(free, lengths, 0.99, 0, 0)
+    e1 = bound.estimate(slow, lengths, 0.99, 0, 0)
+    assert e0.rate_rps > 10.0
+    assert e1.rate_rps == 10.0 and e1.limit == "api_server"
