@@ -4,13 +4,12 @@ seed document's calibration, composed once per module (specs_with: tests/conftes
 import pytest
 
 from tests.conftest import compose_specs
+from tests.fixtures import NO_HOST_OVERRIDES  # noqa: F401 (test_calibrate_cli, test_request_itl)
 
 
 #: The default profile's fitted host terms off: the calibration tests make their measurements with
 #: known calibration factors and fit those back, and profile host terms on top would be confounded
 #: with the step overhead being fitted.
-NO_HOST_OVERRIDES = ("framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
-                     "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us")
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,11 @@ from engine.spec import WorkloadSpec
 from engine.spec.analytical import SpecDecodeSpec
 
 from tests.conftest import compose_specs
+from tests.fixtures import NO_HOST_OVERRIDES
 
 DES = dict(max_num_batched_tokens=8192, max_num_seqs=256, block_size=16)
 
 
-
-#: the framework profile's host terms off, as command-line overrides
-NO_HOST_OVERRIDES = ("framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
-                     "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us")
 
 @pytest.fixture(scope="module")
 def l70b():

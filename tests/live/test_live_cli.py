@@ -35,13 +35,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import NO_HOST_OVERRIDES
+
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = {"compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.6, "step_overhead_s": 0.002,
           "per_request_overhead_s": 0.005}
 #: the default profile's fitted host terms off: the hidden point is the calibration's alone, and the
 #: fit recovers the calibration's factors (profile terms on top would be confounded with them)
-NO_HOST = ["framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
-           "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us"]
+NO_HOST = list(NO_HOST_OVERRIDES)
 HIDDEN_OVR = ["calibration=specsheet", "calibration.compute_efficiency=0.5",
               "calibration.memory_bandwidth_efficiency=0.6", "calibration.step_overhead=2ms",
               "calibration.per_request_overhead=5ms", *NO_HOST]

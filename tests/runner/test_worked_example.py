@@ -16,14 +16,14 @@ import pytest
 
 from engine.analytical import run
 from runner.convert import specs_from_config
+from tests.fixtures import NO_HOST_OVERRIDES
 
 # The sheet lists 4096 GB/s (= 4.096 TB/s decimal); the worked example's table uses 4 TB/s.
 BASE = ("hardware=jalapeno", "model=llama_7b_specsheet", "workload=specsheet_512",
         "calibration=specsheet", "tracking=none", "hardware.hbm_bandwidth=4TB/s",
         "workload.output_len=2",
         # the sheet's lower bounds have no host time: the default profile's fitted host terms off
-        "framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
-        "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us")
+        *NO_HOST_OVERRIDES)
 
 CASES = [  # (peak TFLOPS, TB/s, sheet TPOT ms, sheet TTFT ms)
     (512, 4, 3.6, 16.4),
