@@ -338,6 +338,69 @@ def pick_framework(framework: str, version: str) -> tuple[str, str]:
     return "generic", f"no profile for '{framework}': generic"
 
 
+# -------------------------------------------------------------------------------- harness
+#: words a row may name the harness that deployed the server by (a ``harness`` cell, or the
+#: notes) -> a key of HARNESSES
+HARNESS_ALIASES = (
+    (r"aiconfigurator[ _-]agg|aiconfigurator silicon e2e, agg", "aiconfigurator_agg"),
+)
+#: Deployment harnesses whose engine settings differ from the framework's defaults. A harness
+#: fixes the engine's limits from the benchmark point; "none" leaves the framework profile's.
+#: aiconfigurator_agg: the aggregated deployments aiconfigurator generates for its benchmark
+#: sweeps (ai-dynamo/aiconfigurator, Apache-2.0: src/aiconfigurator/generator/rule_plugin/
+#: benchmark/{vllm,trtllm,sglang}.rule, mapped to engine flags by generator/config/
+#: backend_config_mapping.yaml). With max_batch_size = the concurrency N (the sample's batch
+#: size per worker):
+#:   vLLM          --max-num-seqs N, --max-num-batched-tokens N + ISL + 1500,
+#:                 CUDA graphs captured for every batch size 1..N;
+#:   TensorRT-LLM  max_batch_size N, max_num_tokens N + ISL + 1500 rounded up to the 32-token
+#:                 KV block, CUDA graphs 1..N. The engine-args template defaults
+#:                 enable_chunked_prefill to false, but whole prompts put the sample's TensorRT-LLM
+#:                 TTFT further short (signed median -35 % against -22 % with chunked context,
+#:                 180 points, before the host terms were refitted), so the profile's chunked
+#:                 context stays;
+#:   SGLang        --max-running-requests N, --max-prefill-tokens ISL + 1500, CUDA graphs 1..N.
+#:                 The rule also sets --enable-mixed-chunk (running decodes ride in the prefill
+#:                 batch: the decode-first chunked policy, engine.des.schedulers.sarathi), but the
+#:                 sample's SGLang rows contradict it: with mixed chunks the DES puts their mean
+#:                 TTFT 71 % short (signed median, 84 points) against 1 % with SGLang's separate
+#:                 prefill batches, so the profile's prefill-first policy stays.
+HARNESSES = ("none", "aiconfigurator_agg")
+#: the rules' token headroom over one prompt (max_num_tokens = batch + ISL + 1500)
+AIC_TOKEN_HEADROOM = 1500
+
+
+def parse_harness(cell: str, notes: str = "") -> str:
+    """The deployment harness of a row: its ``harness`` cell, else a harness the notes name
+    (HARNESS_ALIASES); 'none' when neither does."""
+    text = (cell or "").strip().lower()
+    if text in HARNESSES:
+        return text
+    hay = text or (notes or "").lower()
+    return next((h for pat, h in HARNESS_ALIASES if re.search(pat, hay)), "none")
+
+
+def harness_settings(harness: str, framework: str, users: int, prompt_len: int) -> dict:
+    """The engine settings (``framework.*`` override keys -> values) that
+    harness ``harness`` deploys ``framework`` with for a point of ``users`` concurrent requests of
+    ``prompt_len`` tokens ({} for 'none', an unknown framework or no concurrency). The budget
+    is in tokens per iteration; the graph list every batch size up to the batch limit."""
+    if harness != "aiconfigurator_agg" or users < 1 or prompt_len < 1:
+        return {}
+    graphs = "[" + ",".join(str(b) for b in range(1, users + 1)) + "]"
+    budget = users + prompt_len + AIC_TOKEN_HEADROOM
+    if framework in ("vllm_v1", "vllm_v0"):
+        tokens = budget
+    elif framework in ("trtllm", "trtllm_v0"):
+        tokens = -(-budget // 32) * 32
+    elif framework in ("sglang", "sglang_v03"):
+        tokens = prompt_len + AIC_TOKEN_HEADROOM         # max_prefill_tokens
+    else:
+        return {}
+    return {"framework.max_num_seqs": users, "framework.max_num_batched_tokens": tokens,
+            "framework.cuda_graph_sizes": graphs}
+
+
 # --------------------------------------------------------------------------------- client
 #: words a row may name its benchmark client by -> workload.client profile (engine.des.workload.clients)
 CLIENT_ALIASES = (

@@ -201,6 +201,9 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         users = int(load.value)
         client = rg.parse_client(row.get("client", ""), row.get("notes", "")) or DEFAULT_CLIENT
         wl.update(arrival="closed_loop", concurrency=users)
+        harness = rg.parse_harness(row.get("harness", ""), row.get("notes", ""))
+        deployed = rg.harness_settings(harness, fw, users, lengths.prompt)
+        case.overrides = ov = ov + [f"{k}={v}" for k, v in deployed.items()]
         if client == "none":
             n = min(max(load.prompts, 6 * users, 200), 4000)
             case.des = dict(ramp_up_s=CLOSED_RAMP_S, warmup_s=CLOSED_RAMP_S, exclude_drain=True,
@@ -220,6 +223,9 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
                     + ("" if pr.length_jitter else ", exact lengths")
                     + (", every request counted" if not (pr.warmup_s or pr.exclude_drain) else "")
                     + (", TPOT with the first token" if pr.tpot_definition != "decode" else "") + ")")
+        if deployed:
+            what += (f", deployed as {harness} does ({deployed['framework.max_num_seqs']} seqs, "
+                     f"{deployed['framework.max_num_batched_tokens']} batched tokens, graphs 1-{users})")
         wl["num_requests"] = n
     else:  # server without a rate
         cons = MLPERF_SERVER.get(opt or "")

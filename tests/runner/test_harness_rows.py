@@ -1,0 +1,60 @@
+"""Benchmark rows deployed by a harness: the row names it (cell or notes), the harness's engine
+settings follow its generator rules, and the closed-loop case runs the DES with them.
+
+Expected values are worked out by hand from the rules quoted in runner.tools.rowgrammar
+(aiconfigurator's generator rule_plugin/benchmark/*.rule: max_num_tokens = batch + ISL + 1500,
+TensorRT-LLM's rounded up to its 32-token block; SGLang's max_prefill_tokens = ISL + 1500)."""
+
+import pytest
+
+from runner.tools import rowgrammar as rg
+from runner.tools.validate.cases import build_case
+
+_NOTES = ("aiconfigurator silicon e2e, agg, closed loop: 16 concurrent requests per worker "
+          "(total silicon_concurrency 16, 1 worker(s)), fixed ISL/OSL, mean TTFT/TPOT")
+
+
+@pytest.mark.parametrize("cell,notes,want", [
+    ("", _NOTES, "aiconfigurator_agg"), ("aiconfigurator_agg", "", "aiconfigurator_agg"),
+    ("none", _NOTES, "none"), ("", "aiconfigurator silicon e2e, disagg", "none"),
+    ("", "fixed ISL/OSL", "none"),
+])
+def test_row_names_its_harness(cell, notes, want):
+    assert rg.parse_harness(cell, notes) == want
+
+
+def test_harness_settings_by_framework():
+    v = rg.harness_settings("aiconfigurator_agg", "vllm_v1", 16, 1024)
+    assert v["framework.max_num_seqs"] == 16
+    assert v["framework.max_num_batched_tokens"] == 16 + 1024 + 1500          # 2540
+    assert v["framework.cuda_graph_sizes"] == "[" + ",".join(map(str, range(1, 17))) + "]"
+    t = rg.harness_settings("aiconfigurator_agg", "trtllm", 16, 1024)
+    assert t["framework.max_num_batched_tokens"] == 2560                       # 2540 -> 80 blocks of 32
+    assert "framework.chunked_prefill" not in t  # whole prompts contradicted by the rows: chunked stays
+    assert rg.harness_settings("aiconfigurator_agg", "trtllm", 12, 1000)["framework.max_num_batched_tokens"] == 2528
+    s = rg.harness_settings("aiconfigurator_agg", "sglang", 64, 4096)
+    assert s["framework.max_num_batched_tokens"] == 4096 + 1500 and s["framework.max_num_seqs"] == 64
+    assert "framework.scheduler" not in s        # mixed chunks contradicted by the rows: prefill-first stays
+    assert rg.harness_settings("none", "vllm_v1", 16, 1024) == {}
+    assert rg.harness_settings("aiconfigurator_agg", "generic", 16, 1024) == {}
+
+
+_ROW = {"model": "Qwen3-32B", "hardware": "H100-SXM5-80GB", "num_gpus": "2", "precision": "BF16",
+        "framework": "vLLM", "framework_version": "0.12.0", "tp": "2", "pp": "1",
+        "batch_or_concurrency": "concurrency=8", "input_len": "1024", "output_len": "1024",
+        "metric": "ttft_ms", "unit": "ms (mean)", "value": "154", "id": "X-1", "notes": _NOTES}
+
+
+def test_closed_loop_case_carries_the_harness_settings_and_the_des_runs_them():
+    from engine.des.config import deployment
+    from tests.conftest import compose_specs
+
+    c = build_case(_ROW)
+    assert "framework.max_num_batched_tokens=2532" in c.overrides            # 8 + 1024 + 1500
+    assert "framework.max_num_seqs=8" in c.overrides
+    assert "deployed as aiconfigurator_agg" in c.how
+    plain = build_case({**_ROW, "notes": "fixed ISL/OSL"})
+    assert not any(o.startswith("framework.max_num") for o in plain.overrides)
+    specs = compose_specs(*c.overrides, "engine=des", "workload=closed_loop")
+    _, des = deployment(specs)
+    assert des.max_num_seqs == 8 and des.token_budget == 2532
