@@ -187,3 +187,23 @@ def test_half_split_keeps_a_points_metrics_together():
     fit, held = halves(cases)
     assert sorted(c.id for c in fit) == ["A-tpot", "A-ttft", "C-tpot", "C-ttft"]
     assert sorted(c.id for c in held) == ["B-tpot", "B-ttft"]
+
+
+def test_des_scale_keeps_a_benchmark_clients_run_length():
+    """A closed loop run by a benchmark client measures over the client's run (AIPerf: 20 N
+    requests), so --des-scale does not shorten it: the same TTFT at scale 0.25 and 1; a Poisson
+    row (no client) runs max(100, 0.25 x 400) = 100 requests instead of 400 and its summary counts
+    them."""
+    from runner.tools.validate.cases import build_case
+    from runner.tools.validate.predict import Runner
+
+    base = {"model": "Llama-3.1-8B", "hardware": "H100-SXM5-80GB", "num_gpus": "1", "precision": "BF16",
+            "framework": "vLLM", "framework_version": "0.10", "tp": "1", "pp": "1", "unit": "ms (mean)",
+            "input_len": "256", "output_len": "32", "metric": "ttft_ms", "value": "50"}
+    closed = build_case({**base, "id": "C-ttft", "batch_or_concurrency": "concurrency=8"})
+    rate = build_case({**base, "id": "R-ttft", "batch_or_concurrency": "request_rate=4 (400 prompts)"})
+    assert closed.workload["client"] == "aiperf" and rate.workload["num_requests"] == 400
+    full, quarter = Runner("default", des_scale=1.0), Runner("default", des_scale=0.25)
+    assert quarter.predict(closed) == full.predict(closed)
+    s = quarter._summary(rate, *quarter.specs(rate), None)
+    assert s["num_requests"] == 100

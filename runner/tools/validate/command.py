@@ -144,11 +144,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--model-config", action="append", default=[], metavar="NAME=PATH",
                     help="a config.json for a model the project has no conf/model for (repeatable)")
     ap.add_argument("--des-scale", type=positive_type, default=1.0,
-                    help="DES request counts x this (smaller: faster, noisier)")
+                    help="DES request counts x this (smaller: faster, noisier); rows run by a "
+                         "benchmark client keep the client's run length")
     ap.add_argument("--half-split", action="store_true",
                     help="also fit on every other row (by id) and report the error on the rows not fitted")
     ap.add_argument("--fit-des-scale", type=positive_type, default=0.3,
-                    help="--fit: DES request counts x this while fitting (the final table uses all)")
+                    help="--fit: DES request counts x this while fitting (the final table uses all; "
+                         "client rows keep their run length)")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--conf-dir", default=str(CONF))
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "validation"))

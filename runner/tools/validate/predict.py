@@ -127,7 +127,7 @@ class Runner:
         # profile's host costs do not touch it, so a fit moving them re-runs only that profile's rows)
         own = tuple(sorted((k, v) for k, v in (params or {}).items()
                            if not k.startswith("framework.") or k.startswith(f"framework.{case.framework}.")))
-        key = (_setup_key(case), own, self.des_scale)
+        key = (_setup_key(case), own, 1.0 if case.workload.get("client") else self.des_scale)
         s = self._summaries.get(key)
         if s is None:
             if len(self._summaries) > 20_000:
@@ -159,9 +159,11 @@ class Runner:
 
             s = run(replace(specs, workload=WorkloadSpec(**wl))).summary
         else:
-            if "num_requests" in wl:
+            if "num_requests" in wl and not wl.get("client"):
                 # offline and server rows: the stated (or default) request count per replica, so
-                # that DP replicas do not each get a sliver and spend the run draining
+                # that DP replicas do not each get a sliver and spend the run draining. A benchmark
+                # client's run length is part of what it measures (a closed loop's first wave is a
+                # larger share of a shorter run), so client rows keep theirs at any scale.
                 per = (des.replicas or 1) if (wl.get("arrival") == "batch" or case.server) else 1
                 wl["num_requests"] = max(100, int(wl["num_requests"] * self.des_scale)) * per
             s = self._server(case, specs, des, wl) if case.server else self._des(case, specs, des, wl)
