@@ -470,11 +470,15 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
 
     doc = json.loads((job_dir / outputs.SUMMARY).read_text())
     uri, exp = tracking_cfg.uri, tracking_cfg.experiment
+    # the marker comes first: a process killed during the upload leaves it for simllm-sync (which
+    # leaves it alone while this process lives), and it goes only once the run is logged
+    outputs.write_json(job_dir / PENDING, {"uri": uri, "experiment": exp, "state": "uploading",
+                                           **tracking.owner_tags()})
     try:
         down = None if quiet else tracking.down_reason(uri)
         if down:
             raise down
-        existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"])
+        existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"], doc.get("summary", {}))
         if existing is not None:
             (job_dir / PENDING).unlink(missing_ok=True)
             return existing.info.run_id
