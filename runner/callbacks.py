@@ -26,6 +26,10 @@ class SweepTracking(Callback):
     ``resume=true``, and hand all of it to the jobs through environment variables. If it does
     not, say so once and tell the jobs (environment and ``.tracking_down.json`` in the sweep
     directory): each writes its files and pending_sync.json at once, without trying.
+    A sweep that stops before its end (SIGTERM/SIGINT, an error in the sweeper such as a grid
+    value that does not convert) ends its parent run at exit (``_abandoned``: KILLED or FAILED);
+    one killed outright is ended KILLED by the next ``resume=true`` or ``simllm-sync``
+    (``tracking.end_dead_runs``).
     on_multirun_end: print a one-screen summary (done / failed / skipped, with the failing
     overrides), write the sweep's table (and a latency plot when a numeric value was swept) into
     the sweep directory, log them with the counts and the sweep's overrides to the parent run and

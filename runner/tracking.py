@@ -12,8 +12,8 @@ with exponential backoff before the job gives up on tracking (its files stay on 
 
 A store that cannot be reached is found out once, quickly: ``probe`` (one request, a few
 seconds' timeout, no retries) runs once per sweep (the callback) or per single-run process, and
-MLflow's own HTTP retries are bounded here (2 retries, backoff factor 1, 20 s timeout unless the
-user set MLFLOW_HTTP_REQUEST_*; MLflow's defaults wait ~4 minutes per call). A job of a sweep
+MLflow's own HTTP retries are bounded here (HTTP_BUDGET: 2 retries, backoff factor 1, 10 s
+timeout unless the user set MLFLOW_HTTP_REQUEST_*; MLflow's defaults wait ~4 minutes per call). A job of a sweep
 whose store went away leaves ``.tracking_down.json`` in the sweep directory; the later jobs read
 it (``down_reason``) and write their pending markers at once, without trying.
 """
@@ -32,10 +32,14 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # MlflowClient.set_terminated reads the whole run back from a server only to print its URL
 # ("View run ... at"): a third of a run's ending time against `mlflow server`, and one line per run.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-#: Bounded HTTP retries: MLflow's defaults (7 retries, backoff factor 2, 120 s per request) keep a
-#: job ~2-4 minutes on each call to a dead server. A user's own settings win.
-for _k, _v in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
-               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+#: The tracking budget: bounded HTTP retries and timeout. MLflow's defaults (7 retries, backoff
+#: factor 2, 120 s per request) keep a job ~2-4 minutes on each call to a dead server; with these a
+#: call to a server that is gone (connection refused) gives up after ~2 s, and one to a server
+#: that accepts but never answers after 3 x 10 s + 2 s of backoff. Only the first job of a sweep
+#: pays it (the circuit breaker: DOWN_MARKER). A user's own settings win.
+HTTP_BUDGET = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+for _k, _v in HTTP_BUDGET.items():
     os.environ.setdefault(_k, _v)
 
 #: The default tracking store (relative to the working directory), unless $MLFLOW_TRACKING_URI is
@@ -238,22 +242,23 @@ def _client(uri: str):
     created and migrated and only reads it."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
-    if uri.startswith("sqlite:///"):
-        from filelock import FileLock, Timeout
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    from filelock import FileLock, Timeout
 
-        path = Path(uri[len("sqlite:///"):])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = Path(f"{path}.lock")
-        wait = float(os.environ.get("SIMLLM_STORE_LOCK_TIMEOUT_S") or STORE_LOCK_TIMEOUT_S)
-        try:
-            with FileLock(lock, timeout=wait):
-                _retry(client.search_experiments, max_results=1)  # creates and migrates a new store
-                _wal(path)
-        except Timeout:
-            raise TimeoutError(f"{lock}: another process held the store's creation lock for more "
-                               f"than {wait:g} s (SIMLLM_STORE_LOCK_TIMEOUT_S); expected it to "
-                               "finish creating the store") from None
+    path = Path(uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(f"{path}.lock")
+    wait = float(os.environ.get("SIMLLM_STORE_LOCK_TIMEOUT_S") or STORE_LOCK_TIMEOUT_S)
+    try:
+        with FileLock(lock, timeout=wait):
+            client = MlflowClient(tracking_uri=uri)   # opens the store: creates and migrates it
+            _retry(client.search_experiments, max_results=1)
+            _wal(path)
+    except Timeout:
+        raise TimeoutError(f"{lock}: another process held the store's creation lock for more "
+                           f"than {wait:g} s (SIMLLM_STORE_LOCK_TIMEOUT_S); expected it to "
+                           "finish creating the store") from None
     return client
 
 
