@@ -81,10 +81,12 @@ _WORKER_SET = False
 
 
 def _die_with_launcher() -> None:
-    """In a worker process of a parallel launcher (joblib), once: SIGTERM when the launching
-    process dies (Linux ``prctl(PR_SET_PDEATHSIG)``), so a killed sweep leaves no workers behind,
-    and the stop handlers, so the job's run ends KILLED. Only for a direct child of the launcher
-    (the PID in $SIMLLM_LAUNCHER_PID)."""
+    """In a worker process of a parallel launcher (joblib), once: the stop handlers (a worker
+    sent SIGTERM ends its job's run KILLED), and, for a direct child of the launching process
+    (the PID in $SIMLLM_LAUNCHER_PID), SIGKILL when that process dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), so a killed sweep leaves no workers behind. (SIGKILL: loky's
+    worker loop swallows a SIGTERM between tasks. The job run a worker was logging is then
+    RUNNING with a dead PID, which ``resume=true`` and ``simllm-sync`` end KILLED.)"""
     global _WORKER_SET
     if _WORKER_SET:
         return
@@ -97,9 +99,9 @@ def _die_with_launcher() -> None:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG = 1
         if str(os.getppid()) != launcher:              # it died before the call
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main() -> None:
