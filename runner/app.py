@@ -56,14 +56,16 @@ LAUNCHER_ENV = "SIMLLM_LAUNCHER_PID"
 
 def _stop(signum, frame) -> None:
     """SIGTERM / SIGINT: unwind like an error (``finally`` blocks and atexit hooks run, so the
-    job's MLflow run and the sweep's parent run end KILLED instead of staying RUNNING); exit
-    status 128 + the signal's number, as the default action would give."""
+    sweep's parent run ends KILLED instead of staying RUNNING); exit status 128 + the signal's
+    number, as the default action would give. A run being logged (``tracking.uninterrupted``)
+    is first completed."""
+    from runner import tracking
+
     global STOPPED_BY
     STOPPED_BY = signal.Signals(signum).name
     signal.signal(signum, signal.SIG_DFL)   # a second one stops at once
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)
+    if not tracking.hold_signal(signum):    # an MLflow run being created/ended: at its end
+        raise tracking.stop_exception(signum)
 
 
 def install_stop_handlers() -> None:

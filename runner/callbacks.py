@@ -78,9 +78,10 @@ class SweepTracking(Callback):
                     path = sweep_dir / ".finished_hashes.json"
                     path.write_text(json.dumps(sorted(tracking.finished_hashes(uri, exp_name))))
                     os.environ[tracking.FINISHED_ENV] = str(path.resolve())
-                self.parent = tracking.start_parent(
-                    uri, exp, f"sweep:{sweep_dir.name}",
-                    {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
+                with tracking.uninterrupted():   # the parent is known to _abandoned once created
+                    self.parent = tracking.start_parent(
+                        uri, exp, f"sweep:{sweep_dir.name}",
+                        {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
                 os.environ[tracking.PARENT_ENV] = self.parent
             except Exception as e:  # noqa: BLE001
                 reason = f"{type(e).__name__}: {e}"[:500]

@@ -18,6 +18,7 @@ whose store went away leaves ``.tracking_down.json`` in the sweep directory; the
 it (``down_reason``) and write their pending markers at once, without trying.
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -67,6 +68,46 @@ PROBE_TIMEOUT_S = 3.0
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000
 _RETRIES = 8
+
+
+#: Depth of ``uninterrupted`` blocks running now, and the signal that arrived inside one.
+_HELD = 0
+_HELD_SIGNAL: list = []
+
+
+def stop_exception(signum: int) -> BaseException:
+    """What a stop signal raises (runner.app._stop): KeyboardInterrupt for SIGINT, else
+    SystemExit with status 128 + the signal's number, as the default action would give."""
+    import signal
+
+    return KeyboardInterrupt() if signum == signal.SIGINT else SystemExit(128 + signum)
+
+
+def hold_signal(signum: int) -> bool:
+    """Called by the stop handler: inside an ``uninterrupted`` block, keep the signal for the
+    block's end (True); else False (the handler raises at once)."""
+    if _HELD:
+        _HELD_SIGNAL.append(signum)
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def uninterrupted():
+    """Hold SIGTERM/SIGINT while a run is created, logged and ended: a signal between MLflow's
+    commit of ``create_run`` and the code that would end the run could otherwise leave it
+    RUNNING. The signal is raised when the outermost block ends (a second one stops the
+    process at once: the handler is reset after the first)."""
+    global _HELD
+    _HELD += 1
+    try:
+        yield
+    finally:
+        _HELD -= 1
+        if not _HELD and _HELD_SIGNAL:
+            signum = _HELD_SIGNAL[0]
+            _HELD_SIGNAL.clear()
+            raise stop_exception(signum)
 
 
 def default_uri() -> str:
@@ -388,7 +429,8 @@ def finish_parent(uri: str, run_id: str, metrics: dict, params: dict, tags: dict
         for f in files:
             _retry(client.log_artifact, run_id, str(f))
 
-    _log_and_end(client, run_id, metrics, params, status, upload, tags)
+    with uninterrupted():
+        _log_and_end(client, run_id, metrics, params, status, upload, tags)
 
 
 def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, upload,
@@ -511,6 +553,11 @@ def log_run(uri: str, exp_id: str, run_name: str, params: dict, summary: dict, t
     ``run_id``, an existing run of the same job to complete (an upload that broke off: its params
     have the same values, artifacts are written again). Four requests and the artifacts; the run
     ends with ``status``, or FAILED if anything raises."""
+    with uninterrupted():
+        return _log_run(uri, exp_id, run_name, params, summary, tags, artifact_dir, status, run_id)
+
+
+def _log_run(uri, exp_id, run_name, params, summary, tags, artifact_dir, status, run_id) -> str:
     client = _client(uri)
     metrics, summary_tags = _split_summary(summary)
     all_tags = {**tags, **summary_tags}

@@ -75,7 +75,7 @@ class SimllmSweeper(Sweeper):
             key = o.get_key_element()
             if o.is_sweep_override():
                 if not o.is_discrete_sweep():
-                    raise ValueError(f"the simllm sweeper takes discrete sweeps only: {o.input_line}")
+                    raise ConfigCompositionException(f"the simllm sweeper takes discrete sweeps only: {o.input_line}")
                 axes[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
             else:
                 axes[key] = [f"{key}={o.get_value_element_as_str()}"]
@@ -192,10 +192,12 @@ def _apply(cfg: DictConfig, values: List[Override]) -> list:
             undo.append((cfg, parent, leaf, old))
     except BaseException as e:
         _undo(undo)
-        if isinstance(e, (ValueError, OmegaConfBaseException)) and o is not None:
-            # Hydra prints this as the basic sweeper's compose does: "Error merging override
-            # KEY=VALUE" and OmegaConf's message naming the key, no traceback
+        # Hydra prints these as the basic sweeper's compose errors: "Error merging override
+        # KEY=VALUE" and OmegaConf's message naming the key (or the sweeper's own line), no traceback
+        if isinstance(e, OmegaConfBaseException) and o is not None:
             raise ConfigCompositionException(f"Error merging override {o.input_line}") from e
+        if isinstance(e, ValueError):
+            raise ConfigCompositionException(str(e)) from e
         raise
     return undo
 

@@ -170,7 +170,7 @@ def test_sigkill_at_random_points_then_resume(tmp_path_factory, _migrated_store)
 
 @pytest.mark.slow
 def test_sigterm_ends_the_sweep_and_its_runs(tmp_path, mlflow_uri):
-    """SIGTERM unwinds: the job being logged and the parent end KILLED at once (nothing RUNNING
+    """SIGTERM unwinds: a run being logged is completed, the parent ends KILLED (nothing RUNNING
     before any resume), the exit status is 128 + 15, and resume=true completes the grid."""
     _, rc, err, after = _kill_and_resume(tmp_path, mlflow_uri, signal.SIGTERM, 3, GRID,
                                          ["hydra/sweeper=simllm"])
