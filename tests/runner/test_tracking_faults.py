@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from mlflow.tracking import MlflowClient
 from runner import tracking
 from runner.job import PENDING
 from runner.tools import sync
-from tests.conftest import run_cli
+from tests.conftest import run_cli, start_mlflow_server
 
 EXE = Path(sys.executable).parent
 
@@ -307,23 +306,8 @@ def mlflow_server(tmp_path, _migrated_store):
     procs = []
 
     def start():
-        log = open(store / "server.log", "a")
-        proc = subprocess.Popen([str(EXE / "mlflow"), "server", "--backend-store-uri",
-                                 f"sqlite:///{store}/mlflow.db", "--artifacts-destination",
-                                 (store / "artifacts").as_uri(), "--host", "127.0.0.1", "--port",
-                                 str(port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        procs.append(proc)
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            assert proc.poll() is None, (store / "server.log").read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(uri + "/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.5)
-        pytest.fail("mlflow server did not become healthy in 180 s")
+        procs.append(start_mlflow_server(f"sqlite:///{store}/mlflow.db", store / "artifacts", port,
+                                         store / "server.log"))
 
     def kill():
         os.killpg(procs[-1].pid, signal.SIGKILL)
