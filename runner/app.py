@@ -84,7 +84,7 @@ _WORKER_SET = False
 
 def _die_with_launcher() -> None:
     """In a worker process of a parallel launcher (joblib), once: the stop handlers (a worker
-    sent SIGTERM ends its job's run KILLED), and, for a direct child of the launching process
+    sent SIGTERM completes the run it is logging, then stops), and, for a direct child of the launching process
     (the PID in $SIMLLM_LAUNCHER_PID), SIGKILL when that process dies (Linux
     ``prctl(PR_SET_PDEATHSIG)``), so a killed sweep leaves no workers behind. (SIGKILL: loky's
     worker loop swallows a SIGTERM between tasks. The job run a worker was logging is then

@@ -449,7 +449,7 @@ def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, 
         upload()
         _retry(client.set_terminated, run_id, status=status)
     except BaseException as e:
-        try:   # a signal (SIGTERM/SIGINT: runner.app.main) or Ctrl-C ends it KILLED
+        try:   # stopped (KeyboardInterrupt/SystemExit outside an ``uninterrupted`` block): KILLED
             client.set_terminated(run_id, status="KILLED" if isinstance(e, (KeyboardInterrupt, SystemExit))
                                   else "FAILED")
         finally:
