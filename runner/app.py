@@ -10,6 +10,7 @@ writes the job dir and logs to MLflow. What makes a short process start fast (Hy
 
 import gc
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -46,15 +47,76 @@ if _GC_ON:
     gc.enable()
 
 
+#: The signal that stopped this process (its name), once ``_stop`` has seen one.
+STOPPED_BY: str | None = None
+#: Set by the sweep callback to the launching process's PID: a launcher's worker process
+#: (joblib) that finds it is that process's child ends with it (``_die_with_launcher``).
+LAUNCHER_ENV = "SIMLLM_LAUNCHER_PID"
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM / SIGINT: unwind like an error (``finally`` blocks and atexit hooks run, so the
+    sweep's parent run ends KILLED instead of staying RUNNING); exit status 128 + the signal's
+    number, as the default action would give. A run being logged (``tracking.uninterrupted``)
+    is first completed."""
+    from runner import tracking
+
+    global STOPPED_BY
+    STOPPED_BY = signal.Signals(signum).name
+    signal.signal(signum, signal.SIG_DFL)   # a second one stops at once
+    if not tracking.hold_signal(signum):    # an MLflow run being created/ended: at its end
+        raise tracking.stop_exception(signum)
+
+
+def install_stop_handlers() -> None:
+    """``_stop`` on SIGTERM and SIGINT (main thread only; a signal the user ignores stays so)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(sig) not in (signal.SIG_IGN, _stop):
+            signal.signal(sig, _stop)
+
+
+_WORKER_SET = False
+
+
+def _die_with_launcher() -> None:
+    """In a worker process of a parallel launcher (joblib), once: the stop handlers (a worker
+    sent SIGTERM completes the run it is logging, then stops), and, for a direct child of the launching process
+    (the PID in $SIMLLM_LAUNCHER_PID), SIGKILL when that process dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), so a killed sweep leaves no workers behind. (SIGKILL: loky's
+    worker loop swallows a SIGTERM between tasks. The job run a worker was logging is then
+    RUNNING with a dead PID, which ``resume=true`` and ``simllm-sync`` end KILLED.)"""
+    global _WORKER_SET
+    if _WORKER_SET:
+        return
+    _WORKER_SET = True
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher or launcher == str(os.getpid()):
+        return
+    install_stop_handlers()
+    if sys.platform.startswith("linux") and str(os.getppid()) == launcher:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+        if str(os.getppid()) != launcher:              # it died before the call
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def main() -> None:
     """The console script: a vendor spelling of an option (``model=Meta-Llama-3.1-8B``) stops with
-    one line naming the option (runner.convert.misspelt_option, exit 2); else the Hydra app."""
+    one line naming the option (runner.convert.misspelt_option, exit 2); else the Hydra app, with
+    SIGTERM and SIGINT unwinding it (``_stop``)."""
     from runner.convert import misspelt_option
 
     msg = misspelt_option(sys.argv[1:])
     if msg:
         print(f"simllm: error: {msg}", file=sys.stderr)
         sys.exit(2)
+    install_stop_handlers()
     hydra_main()
 
 
@@ -79,6 +141,8 @@ def execute(cfg: DictConfig, job_dir: Path, overrides: list[str], multirun: bool
     too (gc.freeze), which each later job would otherwise pay for in full collections (~15 ms a
     job of a basic sweep here)."""
     global _FIRST_JOB_DONE
+    if multirun:
+        _die_with_launcher()
     try:
         _run(cfg, job_dir, overrides, multirun, job_num)
     finally:

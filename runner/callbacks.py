@@ -26,6 +26,10 @@ class SweepTracking(Callback):
     ``resume=true``, and hand all of it to the jobs through environment variables. If it does
     not, say so once and tell the jobs (environment and ``.tracking_down.json`` in the sweep
     directory): each writes its files and pending_sync.json at once, without trying.
+    A sweep that stops before its end (SIGTERM/SIGINT, an error in the sweeper such as a grid
+    value that does not convert) ends its parent run at exit (``_abandoned``: KILLED or FAILED);
+    one killed outright is ended KILLED by the next ``resume=true`` or ``simllm-sync``
+    (``tracking.end_dead_runs``).
     on_multirun_end: print a one-screen summary (done / failed / skipped, with the failing
     overrides), write the sweep's table (and a latency plot when a numeric value was swept) into
     the sweep directory, log them with the counts and the sweep's overrides to the parent run and
@@ -34,17 +38,36 @@ class SweepTracking(Callback):
 
     def __init__(self) -> None:
         self.parent = None
+        self.uri = None
+
+    def _abandoned(self) -> None:
+        """atexit: the sweep stopped before on_multirun_end (a signal, a bad grid value, an error
+        in the sweeper): end its parent run KILLED (stopped by a signal) or FAILED."""
+        from runner import app, tracking
+
+        parent, self.parent = self.parent, None
+        if parent is None or tracking.down_reason(self.uri):
+            return
+        try:
+            tracking.end_run(self.uri, parent, "KILLED" if app.STOPPED_BY else "FAILED")
+        except Exception as e:  # noqa: BLE001 - exiting anyway; resume/simllm-sync end it later
+            print(f"simllm: warning: could not end the sweep's MLflow run {parent}: {e}", file=sys.stderr)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from runner import tracking
+        import atexit
+
+        from runner import app, tracking
 
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         os.environ[tracking.SWEEP_ENV] = str(sweep_dir)
+        os.environ[app.LAUNCHER_ENV] = str(os.getpid())
+        atexit.register(self._abandoned)
         tracking.clear_down(sweep_dir)
         if not config.tracking.enabled:
             return
         uri, exp_name = config.tracking.uri, config.tracking.experiment
+        self.uri = uri
         reason = tracking.probe(uri)
         if reason is None:
             os.environ[tracking.PROBED_ENV] = uri
@@ -55,9 +78,10 @@ class SweepTracking(Callback):
                     path = sweep_dir / ".finished_hashes.json"
                     path.write_text(json.dumps(sorted(tracking.finished_hashes(uri, exp_name))))
                     os.environ[tracking.FINISHED_ENV] = str(path.resolve())
-                self.parent = tracking.start_parent(
-                    uri, exp, f"sweep:{sweep_dir.name}",
-                    {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
+                with tracking.uninterrupted():   # the parent is known to _abandoned once created
+                    self.parent = tracking.start_parent(
+                        uri, exp, f"sweep:{sweep_dir.name}",
+                        {"simllm.sweep_id": str(sweep_dir), "simllm.role": "sweep"})
                 os.environ[tracking.PARENT_ENV] = self.parent
             except Exception as e:  # noqa: BLE001
                 reason = f"{type(e).__name__}: {e}"[:500]
@@ -77,7 +101,7 @@ class SweepTracking(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from engine.result import metric
-        from runner import tracking
+        from runner import app, tracking
         from runner.job import print_rows
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -105,9 +129,10 @@ class SweepTracking(Callback):
         except Exception as e:  # noqa: BLE001 - the jobs' own files are what matters
             print(f"simllm: warning: could not write the sweep's table: {e}", file=sys.stderr)
         down = tracking.down_reason(config.tracking.uri) if config.tracking.enabled else None
-        if self.parent and not down:
+        parent, self.parent = self.parent, None
+        if parent and not down:
             try:
-                finish_sweep_parent(config.tracking.uri, self.parent, config, rec, files)
+                finish_sweep_parent(config.tracking.uri, parent, config, rec, files)
             except Exception as e:  # noqa: BLE001
                 print(f"simllm: warning: could not close the sweep's MLflow run: {e}", file=sys.stderr)
         pending = sum(1 for d in _job_dirs(sweep_dir) if (d / _pending()).exists())
@@ -115,9 +140,8 @@ class SweepTracking(Callback):
             print(f"  {pending} job(s) not yet in MLflow: run `simllm-sync {sweep_dir}`")
         tracking.clear_down(sweep_dir)
         for k in (tracking.PARENT_ENV, tracking.EXPERIMENT_ENV, tracking.SWEEP_ENV,
-                  tracking.FINISHED_ENV, tracking.DOWN_ENV, tracking.PROBED_ENV):
+                  tracking.FINISHED_ENV, tracking.DOWN_ENV, tracking.PROBED_ENV, app.LAUNCHER_ENV):
             os.environ.pop(k, None)
-        self.parent = None
         if failed:
             sys.exit(1)
 

@@ -461,8 +461,10 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
     way now or later from ``simllm-sync``. Idempotent: a directory whose job_uid already has a
     FINISHED run in the experiment is not logged twice (``fresh=True``: the directory was just
     written with a new job_uid, so the look-up is skipped). ``cfg``: the job's config when at hand
-    (else read from config.yaml). If tracking fails the job still succeeds: a pending_sync.json
-    marker is left for ``simllm-sync``. A store known to be unreachable (the sweep's probe, or an
+    (else read from config.yaml). The pending_sync.json marker is written before the first
+    tracking call (naming this process) and removed once the run is logged: if tracking fails, or
+    the process is killed meanwhile, the job still has its results and the marker for
+    ``simllm-sync``. A store known to be unreachable (the sweep's probe, or an
     earlier job of the sweep, found it down: ``tracking.down_reason``) is not tried again, and is
     reported once per sweep, not once per job.
     """
@@ -470,11 +472,15 @@ def track_job_dir(tracking_cfg, job_dir: Path, quiet: bool = False,
 
     doc = json.loads((job_dir / outputs.SUMMARY).read_text())
     uri, exp = tracking_cfg.uri, tracking_cfg.experiment
+    # the marker comes first: a process killed during the upload leaves it for simllm-sync (which
+    # leaves it alone while this process lives), and it goes only once the run is logged
+    outputs.write_json(job_dir / PENDING, {"uri": uri, "experiment": exp, "state": "uploading",
+                                           **tracking.owner_tags()})
     try:
         down = None if quiet else tracking.down_reason(uri)
         if down:
             raise down
-        existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"])
+        existing = None if fresh else tracking.run_with_uid(uri, exp, doc["job_uid"], doc.get("summary", {}))
         if existing is not None:
             (job_dir / PENDING).unlink(missing_ok=True)
             return existing.info.run_id

@@ -12,16 +12,18 @@ with exponential backoff before the job gives up on tracking (its files stay on 
 
 A store that cannot be reached is found out once, quickly: ``probe`` (one request, a few
 seconds' timeout, no retries) runs once per sweep (the callback) or per single-run process, and
-MLflow's own HTTP retries are bounded here (2 retries, backoff factor 1, 20 s timeout unless the
-user set MLFLOW_HTTP_REQUEST_*; MLflow's defaults wait ~4 minutes per call). A job of a sweep
+MLflow's own HTTP retries are bounded here (HTTP_BUDGET: 2 retries, backoff factor 1, 10 s
+timeout unless the user set MLFLOW_HTTP_REQUEST_*; MLflow's defaults wait ~4 minutes per call). A job of a sweep
 whose store went away leaves ``.tracking_down.json`` in the sweep directory; the later jobs read
 it (``down_reason``) and write their pending markers at once, without trying.
 """
 
+import contextlib
 import functools
 import json
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -31,10 +33,14 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # MlflowClient.set_terminated reads the whole run back from a server only to print its URL
 # ("View run ... at"): a third of a run's ending time against `mlflow server`, and one line per run.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-#: Bounded HTTP retries: MLflow's defaults (7 retries, backoff factor 2, 120 s per request) keep a
-#: job ~2-4 minutes on each call to a dead server. A user's own settings win.
-for _k, _v in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
-               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+#: The tracking budget: bounded HTTP retries and timeout. MLflow's defaults (7 retries, backoff
+#: factor 2, 120 s per request) keep a job ~2-4 minutes on each call to a dead server; with these a
+#: call to a server that is gone (connection refused) gives up after ~2 s, and one to a server
+#: that accepts but never answers after 3 x 10 s + 2 s of backoff. Only the first job of a sweep
+#: pays it (the circuit breaker: DOWN_MARKER). A user's own settings win.
+HTTP_BUDGET = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+for _k, _v in HTTP_BUDGET.items():
     os.environ.setdefault(_k, _v)
 
 #: The default tracking store (relative to the working directory), unless $MLFLOW_TRACKING_URI is
@@ -62,6 +68,46 @@ PROBE_TIMEOUT_S = 3.0
 #: MLflow's limit on one param value.
 _MAX_PARAM = 6000
 _RETRIES = 8
+
+
+#: Depth of ``uninterrupted`` blocks running now, and the signal that arrived inside one.
+_HELD = 0
+_HELD_SIGNAL: list = []
+
+
+def stop_exception(signum: int) -> BaseException:
+    """What a stop signal raises (runner.app._stop): KeyboardInterrupt for SIGINT, else
+    SystemExit with status 128 + the signal's number, as the default action would give."""
+    import signal
+
+    return KeyboardInterrupt() if signum == signal.SIGINT else SystemExit(128 + signum)
+
+
+def hold_signal(signum: int) -> bool:
+    """Called by the stop handler: inside an ``uninterrupted`` block, keep the signal for the
+    block's end (True); else False (the handler raises at once)."""
+    if _HELD:
+        _HELD_SIGNAL.append(signum)
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def uninterrupted():
+    """Hold SIGTERM/SIGINT while a run is created, logged and ended: a signal between MLflow's
+    commit of ``create_run`` and the code that would end the run could otherwise leave it
+    RUNNING. The signal is raised when the outermost block ends (a second one stops the
+    process at once: the handler is reset after the first)."""
+    global _HELD
+    _HELD += 1
+    try:
+        yield
+    finally:
+        _HELD -= 1
+        if not _HELD and _HELD_SIGNAL:
+            signum = _HELD_SIGNAL[0]
+            _HELD_SIGNAL.clear()
+            raise stop_exception(signum)
 
 
 def default_uri() -> str:
@@ -221,17 +267,39 @@ def _retry(fn, *args, **kwargs):
             delay *= 2
 
 
+#: Seconds a process waits for another one to finish creating or migrating an embedded store
+#: ($SIMLLM_STORE_LOCK_TIMEOUT_S; a fresh store's migrations take seconds, tens on a loaded host).
+STORE_LOCK_TIMEOUT_S = 300.0
+
+
 @functools.lru_cache(maxsize=8)
 def _client(uri: str):
-    """One MlflowClient per tracking URI per process (creating one costs tens of ms)."""
+    """One MlflowClient per tracking URI per process (creating one costs tens of ms).
+
+    An embedded SQLite store is opened under a lock file beside it (``mlflow.db.lock``): MLflow
+    creates and migrates a new store on first use, and two processes doing that at once corrupt
+    it (``duplicate column name``, ``_alembic_tmp_* already exists``). Whoever holds the lock
+    opens the store; MLflow checks its schema again there, so a process that waited finds it
+    created and migrated and only reads it."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _retry(client.search_experiments, max_results=1)  # creates and migrates a new store
-        _wal(path)
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    from filelock import FileLock, Timeout
+
+    path = Path(uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(f"{path}.lock")
+    wait = float(os.environ.get("SIMLLM_STORE_LOCK_TIMEOUT_S") or STORE_LOCK_TIMEOUT_S)
+    try:
+        with FileLock(lock, timeout=wait):
+            client = MlflowClient(tracking_uri=uri)   # opens the store: creates and migrates it
+            _retry(client.search_experiments, max_results=1)
+            _wal(path)
+    except Timeout:
+        raise TimeoutError(f"{lock}: another process held the store's creation lock for more "
+                           f"than {wait:g} s (SIMLLM_STORE_LOCK_TIMEOUT_S); expected it to "
+                           "finish creating the store") from None
     return client
 
 
@@ -280,9 +348,70 @@ def experiment_id(uri: str, name: str) -> str:
         return exp.experiment_id
 
 
+#: Tags naming the process that opened a run (host, PID and the PID's start time): a run left
+#: RUNNING by a process that is gone is ended KILLED by ``end_dead_runs``.
+HOST_TAG, PID_TAG, PID_START_TAG = "simllm.host", "simllm.pid", "simllm.pid_start"
+
+
+def _pid_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or "" where
+    /proc does not say (not Linux, or no such process): tells a reused PID from the one tagged."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_tags() -> dict:
+    """The host/PID tags of a run this process opens."""
+    import socket
+
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), PID_START_TAG: _pid_start(os.getpid())}
+
+
+def owner_alive(host: str | None, pid, pid_start: str | None = None) -> bool | None:
+    """Is the process named by these tags still running? None when it cannot be told (another
+    host, no PID tag)."""
+    import socket
+
+    if not host or host != socket.gethostname():
+        return None
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass   # alive, another user's
+    return not pid_start or _pid_start(pid) in ("", pid_start)
+
+
+def end_dead_runs(uri: str, exp_id: str) -> list[str]:
+    """End KILLED every RUNNING run of experiment ``exp_id`` opened by a process of this host that
+    is gone (killed: SIGKILL, power loss); their ids. Runs of live processes and of other hosts
+    are left alone."""
+    client = _client(uri)
+    out, token = [], None
+    while True:
+        page = _retry(client.search_runs, [exp_id], filter_string="attributes.status = 'RUNNING'",
+                      max_results=5000, page_token=token)
+        for r in page:
+            t = r.data.tags
+            if owner_alive(t.get(HOST_TAG), t.get(PID_TAG), t.get(PID_START_TAG)) is False:
+                _retry(client.set_terminated, r.info.run_id, status="KILLED")
+                out.append(r.info.run_id)
+        token = page.token
+        if not token:
+            return out
+
+
 def start_parent(uri: str, exp_id: str, name: str, tags: dict) -> str:
-    """Create the parent run grouping a sweep; returns its id."""
-    run = _retry(_client(uri).create_run, exp_id, run_name=name, tags=tags)
+    """Create the parent run grouping a sweep (tagged with this process: ``owner_tags``); its id."""
+    run = _retry(_client(uri).create_run, exp_id, run_name=name, tags={**tags, **owner_tags()})
     return run.info.run_id
 
 
@@ -300,7 +429,8 @@ def finish_parent(uri: str, run_id: str, metrics: dict, params: dict, tags: dict
         for f in files:
             _retry(client.log_artifact, run_id, str(f))
 
-    _log_and_end(client, run_id, metrics, params, status, upload, tags)
+    with uninterrupted():
+        _log_and_end(client, run_id, metrics, params, status, upload, tags)
 
 
 def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, upload,
@@ -318,15 +448,17 @@ def _log_and_end(client, run_id: str, metrics: dict, params: dict, status: str, 
                tags=[RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()])
         upload()
         _retry(client.set_terminated, run_id, status=status)
-    except BaseException:
-        try:
-            client.set_terminated(run_id, status="FAILED")
+    except BaseException as e:
+        try:   # stopped (KeyboardInterrupt/SystemExit outside an ``uninterrupted`` block): KILLED
+            client.set_terminated(run_id, status="KILLED" if isinstance(e, (KeyboardInterrupt, SystemExit))
+                                  else "FAILED")
         finally:
             raise
 
 
 def finished_hashes(uri: str, exp_name: str) -> set[str]:
-    """Config hashes of the FINISHED runs of an experiment (for resume)."""
+    """Config hashes of the FINISHED runs of an experiment (for resume). Runs left RUNNING by
+    processes of this host that are gone are ended KILLED first (``end_dead_runs``)."""
     down = down_reason(uri)
     if down:
         raise down
@@ -334,6 +466,10 @@ def finished_hashes(uri: str, exp_name: str) -> set[str]:
     exp = _retry(client.get_experiment_by_name, exp_name)
     if exp is None:
         return set()
+    ended = end_dead_runs(uri, exp.experiment_id)
+    if ended:
+        print(f"simllm: resume: {len(ended)} run(s) left RUNNING by killed processes ended KILLED",
+              file=sys.stderr)
     out, token = set(), None
     while True:
         page = _retry(client.search_runs, [exp.experiment_id],
@@ -346,17 +482,23 @@ def finished_hashes(uri: str, exp_name: str) -> set[str]:
             return out
 
 
-def run_with_uid(uri: str, exp_name: str, job_uid: str):
-    """The FINISHED run already logged for a job directory (tag simllm.job_uid), or None. A
-    FAILED or RUNNING run with the uid (an upload that broke off) does not count as logged."""
+def holds(run, summary: dict) -> bool:
+    """Does this MLflow run hold every metric a job's ``summary`` logs (``_split_summary``)?"""
+    return set(_split_summary(summary)[0]) <= set(run.data.metrics)
+
+
+def run_with_uid(uri: str, exp_name: str, job_uid: str, summary: dict | None = None):
+    """The FINISHED run already logged for a job directory (tag simllm.job_uid) holding the
+    metrics of its ``summary``, or None. A FAILED, RUNNING or KILLED run with the uid (an upload
+    that broke off), or a FINISHED one missing metrics, does not count as logged."""
     client = _client(uri)
     exp = _retry(client.get_experiment_by_name, exp_name)
     if exp is None:
         return None
     runs = _retry(client.search_runs, [exp.experiment_id],
                   filter_string=f"tags.`simllm.job_uid` = '{job_uid}' and attributes.status = 'FINISHED'",
-                  max_results=1)
-    return runs[0] if runs else None
+                  max_results=10)
+    return next((r for r in runs if summary is None or holds(r, summary)), None)
 
 
 def runs_tagged(uri: str, exp_id: str, key: str, value: str) -> list:
@@ -411,15 +553,20 @@ def log_run(uri: str, exp_id: str, run_name: str, params: dict, summary: dict, t
     ``run_id``, an existing run of the same job to complete (an upload that broke off: its params
     have the same values, artifacts are written again). Four requests and the artifacts; the run
     ends with ``status``, or FAILED if anything raises."""
+    with uninterrupted():
+        return _log_run(uri, exp_id, run_name, params, summary, tags, artifact_dir, status, run_id)
+
+
+def _log_run(uri, exp_id, run_name, params, summary, tags, artifact_dir, status, run_id) -> str:
     client = _client(uri)
     metrics, summary_tags = _split_summary(summary)
     all_tags = {**tags, **summary_tags}
     if run_id is None:
-        run = _retry(client.create_run, exp_id, run_name=run_name, tags=all_tags)
+        run = _retry(client.create_run, exp_id, run_name=run_name, tags={**all_tags, **owner_tags()})
         later_tags = None
     else:
         run = _retry(client.get_run, run_id)
-        later_tags = {**all_tags, "mlflow.runName": run_name}
+        later_tags = {**all_tags, **owner_tags(), "mlflow.runName": run_name}
     rid = run.info.run_id
     _log_and_end(client, rid, metrics, params, status,
                  lambda: _retry(_log_artifacts, client, uri, run.info.artifact_uri, rid, artifact_dir),

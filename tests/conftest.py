@@ -90,6 +90,35 @@ def run_cli(args, cwd, env_extra=None, timeout=300, script="simllm"):
                           timeout=timeout)
 
 
+def start_mlflow_server(backend_uri: str, artifacts: Path, port: int, log_path: Path,
+                        timeout_s: float = 180) -> subprocess.Popen:
+    """Start ``mlflow server`` on 127.0.0.1:``port`` (one worker, its own process group, output
+    appended to ``log_path``) and wait until /health answers; fails the test if it exits or does
+    not answer in ``timeout_s``."""
+    import time
+    import urllib.request
+
+    log = open(log_path, "a")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server",
+                             "--backend-store-uri", backend_uri, "--artifacts-destination",
+                             artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    log.close()
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"mlflow server exited: {log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    pytest.fail(f"mlflow server did not become healthy in {timeout_s:g} s")
+
+
 def compose_specs(*overrides):
     """Engine specs of the default config with ``overrides`` (compose API, no job run)."""
     from runner.convert import specs_from_config

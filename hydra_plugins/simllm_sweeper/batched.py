@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 
 @dataclass
@@ -73,7 +75,7 @@ class SimllmSweeper(Sweeper):
             key = o.get_key_element()
             if o.is_sweep_override():
                 if not o.is_discrete_sweep():
-                    raise ValueError(f"the simllm sweeper takes discrete sweeps only: {o.input_line}")
+                    raise ConfigCompositionException(f"the simllm sweeper takes discrete sweeps only: {o.input_line}")
                 axes[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
             else:
                 axes[key] = [f"{key}={o.get_value_element_as_str()}"]
@@ -167,6 +169,7 @@ def _apply(cfg: DictConfig, values: List[Override]) -> list:
     """Apply value overrides to ``cfg`` in place, typed like a compose (a wrong type raises);
     returns the undo list for ``_undo`` (already undone if an override fails)."""
     undo = []
+    o = None
     try:
         for o in values:
             key = o.key_or_group
@@ -187,8 +190,14 @@ def _apply(cfg: DictConfig, values: List[Override]) -> list:
                                      f"(use +{o.input_line} to add it)")
                 OmegaConf.update(cfg, key, o.value(), merge=True)
             undo.append((cfg, parent, leaf, old))
-    except BaseException:
+    except BaseException as e:
         _undo(undo)
+        # Hydra prints these as the basic sweeper's compose errors: "Error merging override
+        # KEY=VALUE" and OmegaConf's message naming the key (or the sweeper's own line), no traceback
+        if isinstance(e, OmegaConfBaseException) and o is not None:
+            raise ConfigCompositionException(f"Error merging override {o.input_line}") from e
+        if isinstance(e, ValueError):
+            raise ConfigCompositionException(str(e)) from e
         raise
     return undo
 

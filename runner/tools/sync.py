@@ -9,9 +9,12 @@ each for the run, its metrics+params+tags and its end, plus the artifacts).
 The structure is kept: the jobs of a sweep become children (``mlflow.parentRunId``) of the
 sweep's parent run, which is found (tag simllm.sweep_id, role sweep) or created, and which then
 gets the sweep's table, plot, job counts and overrides, and ends FINISHED (FAILED if a job
-failed). Idempotent: each job directory carries a job_uid; a FINISHED run with it counts as
-logged and is not logged again. A FAILED or RUNNING run with it (an upload that broke off)
-does not count: that run is completed in place, and the marker stays until it is.
+failed). Idempotent: each job directory carries a job_uid; a FINISHED run with it that holds the
+job's metrics counts as logged and is not logged again. A FAILED, RUNNING or KILLED run with it
+(an upload that broke off) does not count: that run is completed in place and read back, and the
+marker stays until it reads FINISHED with the job's metrics. Runs left RUNNING by processes of
+this host that are gone (tags simllm.host / simllm.pid) are first ended KILLED; a job whose own
+process is still uploading it is left to that process.
 """
 
 import argparse
@@ -26,21 +29,31 @@ from runner import outputs
 from runner.job import PENDING, run_fields
 
 
-def _jobs(dirs: list[str]) -> tuple[list[dict], list[str]]:
-    """Pending jobs under ``dirs`` (marker, summary.json read) and the lines of unreadable ones."""
-    jobs, bad = [], []
+def _jobs(dirs: list[str]) -> tuple[list[dict], list[str], int]:
+    """Pending jobs under ``dirs`` (marker, summary.json read), the lines of unreadable ones, and
+    how many are being uploaded right now by their own live process (left to it)."""
+    from runner import tracking
+
+    jobs, bad, busy = [], [], 0
     for marker in sorted({m for d in dirs for m in Path(d).rglob(PENDING)}):
         job_dir = marker.parent
         try:
             pending = json.loads(marker.read_text())
             doc = json.loads((job_dir / outputs.SUMMARY).read_text())
             doc["job_uid"]
+        except FileNotFoundError:
+            continue   # logged (the marker removed) while this looked
         except (OSError, ValueError, KeyError) as e:
             bad.append(f"still pending {job_dir}: cannot read {marker.name} or {outputs.SUMMARY} "
                        f"({type(e).__name__}: {e}); expected the JSON files a job writes")
             continue
+        if pending.get("state") == "uploading" and tracking.owner_alive(
+                pending.get(tracking.HOST_TAG), pending.get(tracking.PID_TAG),
+                pending.get(tracking.PID_START_TAG)):
+            busy += 1
+            continue
         jobs.append({"dir": job_dir, "marker": marker, "pending": pending, "doc": doc})
-    return jobs, bad
+    return jobs, bad, busy
 
 
 def _config(job_dir: Path) -> dict:
@@ -71,10 +84,11 @@ def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items
     else:
         runs = [r for j in items for r in tracking.runs_tagged(uri, exp_id, "simllm.job_uid",
                                                                  j["doc"]["job_uid"])]
+    summaries = {j["doc"]["job_uid"]: j["doc"].get("summary", {}) for j in items}
     by_uid: dict = {}
-    for r in runs:   # a FINISHED run of a uid wins over a FAILED/RUNNING one
+    for r in runs:   # a FINISHED run holding the job's metrics wins over a FAILED/RUNNING/KILLED one
         uid = r.data.tags.get("simllm.job_uid")
-        if uid and (uid not in by_uid or r.info.status == "FINISHED"):
+        if uid and (uid not in by_uid or _logged(r, summaries.get(uid, {}))):
             by_uid[uid] = r
     synced = already = failed = 0
     tasks = []
@@ -86,7 +100,7 @@ def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items
             failed += 1
             continue
         old = by_uid.get(j["doc"]["job_uid"])
-        if old is not None and old.info.status == "FINISHED" and f["status"] == "FINISHED":
+        if old is not None and _logged(old, j["doc"].get("summary", {})) and f["status"] == "FINISHED":
             j["marker"].unlink(missing_ok=True)
             already += 1
             if verbose:
@@ -98,8 +112,14 @@ def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items
 
     def log(task):
         j, f, run_id = task
-        return tracking.log_run(uri, exp_id, f["run_name"], f["params"], f["summary"], f["tags"],
-                                j["dir"], f["status"], run_id=run_id)
+        rid = tracking.log_run(uri, exp_id, f["run_name"], f["params"], f["summary"], f["tags"],
+                               j["dir"], f["status"], run_id=run_id)
+        run = tracking.client(uri).get_run(rid)   # verified before the marker goes
+        if run.info.status != f["status"] or not tracking.holds(run, f["summary"]):
+            raise RuntimeError(f"run {rid} reads back {run.info.status} with "
+                               f"{len(run.data.metrics)} metrics; expected {f['status']} with the "
+                               "job's metrics")
+        return rid
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
             tqdm(total=len(tasks), desc=f"simllm-sync {sweep_id or 'jobs'}", unit="run",
@@ -130,6 +150,13 @@ def _sync_group(uri: str, exp_id: str, tracking_cfg, sweep_id: str | None, items
     return synced, already, failed
 
 
+def _logged(run, summary: dict) -> bool:
+    """Does this run count as the job's logged run: FINISHED, holding the summary's metrics?"""
+    from runner import tracking
+
+    return run.info.status == "FINISHED" and tracking.holds(run, summary)
+
+
 def _finish_parent(uri: str, parent: str, sweep_dir: Path) -> None:
     """The sweep's record (table, plot, counts, overrides) on its parent run, which ends."""
     from runner.callbacks import finish_sweep_parent, sweep_record, write_sweep_files
@@ -158,9 +185,11 @@ def main(argv=None) -> int:
         print(f"simllm-sync: error: --workers {args.workers}: expected a whole number >= 1",
               file=sys.stderr)
         return 2
-    jobs, bad = _jobs(args.dirs)
+    jobs, bad, busy = _jobs(args.dirs)
     for line in bad:
         print(line, file=sys.stderr)
+    if busy:
+        print(f"simllm-sync: {busy} job(s) being uploaded by their own running process: left to it")
     if not jobs:
         print("simllm-sync: nothing pending" if not bad else f"simllm-sync: 0 synced, {len(bad)} still pending")
         return 1 if bad else 0
@@ -183,6 +212,10 @@ def main(argv=None) -> int:
         if reason is None:
             try:
                 exp_id = tracking.experiment_id(uri, exp)
+                ended = tracking.end_dead_runs(uri, exp_id)
+                if ended:
+                    print(f"simllm-sync: {len(ended)} run(s) left RUNNING by killed processes "
+                          f"ended KILLED in {uri}")
             except Exception as e:  # noqa: BLE001
                 reason = f"{type(e).__name__}: {e}"
         if reason:

@@ -12,14 +12,12 @@ import pwd
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, start_mlflow_server
 
 pytestmark = pytest.mark.slow
 
@@ -73,34 +71,12 @@ def postgres(tmp_path):
 @pytest.fixture
 def mlflow_server(postgres, tmp_path):
     port = _free_port()
-    log = open(tmp_path / "mlflow-server.log", "w")
-    exe = Path(sys.executable).parent / "mlflow"
-    proc = subprocess.Popen([str(exe), "server", "--backend-store-uri", postgres,
-                             "--artifacts-destination", (tmp_path / "artifacts").as_uri(),
-                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    uri = f"http://127.0.0.1:{port}"
-    import urllib.request
-
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"mlflow server exited: {(tmp_path / 'mlflow-server.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(uri + "/health", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            time.sleep(1)
-    else:
-        proc.terminate()
-        pytest.fail("mlflow server did not become healthy in 180 s")
+    proc = start_mlflow_server(postgres, tmp_path / "artifacts", port, tmp_path / "mlflow-server.log")
     try:
-        yield uri
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        log.close()
 
 
 def test_multirun_against_postgres_backed_server(tmp_path, mlflow_server):
@@ -112,6 +88,7 @@ def test_multirun_against_postgres_backed_server(tmp_path, mlflow_server):
     assert p.returncode == 0, p.stdout + p.stderr
     c = MlflowClient(tracking_uri=mlflow_server)
     exp = c.get_experiment_by_name("pg")
+    assert exp is not None, p.stderr
     runs = c.search_runs([exp.experiment_id])
     children = [r for r in runs if r.data.tags.get("simllm.role") != "sweep"]
     assert len(runs) == 3 and len(children) == 2
