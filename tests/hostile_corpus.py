@@ -302,7 +302,7 @@ def cases() -> list[Case]:
     add("sheet-kilobytes", "simllm-import", {"s.csv": SHEET_HEAD + SHEET_ROWS + "sram_capacity,1,KB,,p26\n"},
         _reader("simllm-import", _read_sheet("s.csv")), expect="ok", check=_printed("sram_bytes 1000.0"))
     add("sheet-kilobytes-cli", "simllm-import", {"s.csv": SHEET_HEAD + SHEET_ROWS + "sram_capacity,64,KB,,p26\n"},
-        _import("hwcsv", "s.csv"), expect="ok", check=_yaml_has("sram_capacity: 0.064"))
+        _import("hwcsv", "s.csv"), expect="ok", check=_yaml_has("sram: 0.064 MB"))
     add("sheet-latin1", "simllm-import", {"s.csv": (SHEET_HEAD + SHEET_ROWS).encode() + "tdp,350,W,,p\xe9\n".encode("latin-1")},
         _import("hwcsv", "s.csv"), names=["s.csv", "UTF-8"])
     add("sheet-empty", "simllm-import", {"s.csv": ""}, _import("hwcsv", "s.csv"), names=["s.csv"])

@@ -148,7 +148,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     """Simulate the request stream of ``specs.workload`` (or ``stream``) on the deployment
     (``des``, default ``specs.des``, its None settings from ``specs.framework``)."""
     specs, des = deployment(specs, des)
-    stream = stream if stream is not None else build_stream(specs.workload)
+    stream = stream if stream is not None else build_stream(specs.workload, specs.model.context_length,
+                                                            specs.model.name)
     stream0 = stream                  # as given: a counterfactual re-run starts from it again
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.workload.sessions)
         stream = transform(stream, des)
@@ -208,6 +209,15 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     if blocks <= 0:
         s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
                               f"{cap.activation_gb:.1f} GB activations per device")
+    else:
+        # the longest request one replica's KV cache holds; a stream none of whose requests fits
+        # does not fit in memory (nothing was served: fits_in_memory false, and why)
+        s["max_request_tokens"] = loop.max_blocks * des.block_size
+        if st.n and loop.rejected_too_long == st.n:
+            s["fits_in_memory"] = False
+            s["memory_reason"] = (f"no request fits one replica's KV cache of {s['max_request_tokens']} tokens "
+                                  f"({blocks} blocks of {des.block_size}, less the watermark); the shortest "
+                                  f"needs {int(np.min(st.prompt + st.output))} (prompt + output)")
     timeline = None
     if des.record_iterations:
         cols = ("replica", "start_s", "end_s", "iterations", "batch", "prefill_tokens",
