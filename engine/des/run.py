@@ -25,6 +25,7 @@ from engine.des import ttft_parts
 from engine.des.workload import RequestStream, build_stream
 from engine.des.pricing import decode_line, probe_line, step_functions, swap_s_per_token  # noqa: F401 (public names)
 from engine.result import Assumption, RunResult
+from engine.errors import SpecError
 from engine.spec import Specs
 
 Noise = Callable[[np.ndarray], np.ndarray]
@@ -153,6 +154,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     stream0 = stream                  # as given: a counterfactual re-run starts from it again
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.workload.sessions)
         stream = transform(stream, des)
+    _within_context(stream, specs.model)
     # replicas, KV pools, prefix caches, step functions and features: the one assembly the
     # live engine builds too (engine.des.assembly)
     asm = assemble(specs, des, stream, noise)
@@ -236,6 +238,21 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                           frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
+
+
+def _within_context(stream: RequestStream, model) -> None:
+    """Every request of the stream as simulated (request classes, sessions and reasoning outputs
+    applied, or a stream given by the caller) fits ``model.context_length``; the first one over
+    is named. (Trace rows and drawn lengths are refused earlier, by name: build_stream.)"""
+    ctx = model.context_length
+    if not ctx or not len(stream):
+        return
+    over = np.flatnonzero(stream.prompt + stream.output > ctx)
+    if len(over):
+        i = int(over[0])
+        raise SpecError("workload", f"request {i}: {int(stream.prompt[i])} prompt + {int(stream.output[i])} "
+                        f"output tokens", f"requests of at most model.context_length = {ctx} tokens ({model.name}); "
+                        f"{len(over)} of {len(stream)} are longer")
 
 
 def decode_shares(sm: StepModel, s: dict, st: State) -> dict:

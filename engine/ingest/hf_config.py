@@ -147,7 +147,8 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
             key = notes.get(fld, keys[0])
         if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v)
                 or not minimum <= v <= MAX_COUNT):
-            raise SpecError(f"{path}: {key}", v, f"an integer from {minimum} to {MAX_COUNT} (2^31 - 1)")
+            least = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise SpecError(f"{path}: {key}", v, f"{least} up to {MAX_COUNT} (2^31 - 1)")
         return int(v)
 
     def optional(fld, key, minimum=1):
