@@ -319,6 +319,25 @@ def cases() -> list[Case]:
     add("sheet-unknown-unit", "simllm-import", {"s.csv": SHEET_HEAD + SHEET_ROWS + "tdp,350,lbs,,p28\n"},
         _import("hwcsv", "s.csv"), names=["s.csv", "lbs"])
 
+    # simllm-import simple: the flat spec-sheet form
+    simple = ("model:\n  name: m\n  num_params: {n}\n  dtype_bits: 16\nhardware:\n  compute_tflops_bf16: {c}\n"
+              "  memory_bandwidth_gbps: 4096\n  memory_capacity_gb: 192\n")
+
+    def _simple(name):
+        def call(tmp):
+            from runner.tools import import_cli
+            return import_cli.main(["simple", str(tmp / name), "--name", "hostile", "--conf-dir", str(tmp / "conf")])
+        return call
+
+    add("simple-utf8-bom", "simllm-import", {"s.yaml": "\ufeff" + simple.format(n="7e9", c=512)}, _simple("s.yaml"),
+        expect="ok", check=lambda tmp, out: None if "512" in (tmp / "conf" / "hardware" / "hostile.yaml").read_text()
+        else "conf/hardware/hostile.yaml lacks the 512 TFLOPS")
+    add("simple-inf-compute", "simllm-import", {"s.yaml": simple.format(n="7e9", c=".inf")}, _simple("s.yaml"),
+        names=["compute_tflops_bf16", "inf"])
+    add("simple-negative-params", "simllm-import", {"s.yaml": simple.format(n="-7e9", c=512)}, _simple("s.yaml"),
+        names=["num_params", "-7"])
+    add("simple-top-level-list", "simllm-import", {"s.yaml": "- 1\n- 2\n"}, _simple("s.yaml"), names=["s.yaml", "list"])
+
     # request traces (workload.trace.*)
     tr = lambda body: TRACE_HEAD + body                                  # noqa: E731
     for cid, body, names in (
