@@ -11,7 +11,7 @@ Each :class:`Case` writes its own files, calls one reader or tool and says what 
 :func:`classify` runs a case and files it as ``clear`` (the expectation met), ``traceback`` (an
 exception escaped, or "Traceback" was printed), ``silent`` (an error case that exited 0, or an ok
 case whose check failed: a value silently changed), ``refused`` (a valid input refused) or
-``unclear`` (refused, but the line misses a name). tests/test_hostile_corpus.py asserts every case
+``unclear`` (refused, but the line misses a name). tests/runner/test_hostile_corpus.py asserts every case
 is ``clear``; the same module counts the outcomes of any version of the code (``python -m
 tests.hostile_corpus``).
 

@@ -19,7 +19,7 @@ def test_hostile_case_is_clear(case, tmp_path, monkeypatch):
 
 
 def test_corpus_covers_every_reader_and_tool():
-    """The corpus feeds each reader and tool the issue names, and each kind of fault: not one
+    """The corpus feeds each reader and console script that reads user files, and each kind of fault: not one
     kind per tool but the set below (ids name the fault)."""
     tools = {c.tool for c in CASES}
     assert tools >= {"simllm", "simllm-calibrate", "simllm-import", "simllm-validate", "simllm-serve"}
