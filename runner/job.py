@@ -375,6 +375,12 @@ def extra_lines(summary: dict, table=None, ident: dict | None = None, pareto_axi
             f"{_fmt(s.get('colocated_tpot_ms'))} ms, {_fmt(s.get('colocated_throughput_tok_s_per_gpu'), 0)} tok/s/GPU")
     elif "disagg_prefill_fits" in s and not s["disagg_prefill_fits"]:
         lines.append("disaggregated prefill/decode: the prefill replica does not fit in memory")
+    if s.get("num_rejected"):          # engine=des: requests that were never served, and why
+        why = [f"{s[k]} {text}" for k, text in (
+            ("rejected_too_long", f"longer than one replica's KV cache ({_fmt(s.get('max_request_tokens'), 0)} tokens)"),
+            ("rejected_admission", "refused by the token-bucket admission")) if s.get(k)]
+        lines.append(f"{_fmt(s.get('num_completed'), 0)} of {_fmt(s.get('num_requests'), 0)} requests served: "
+                     f"{s['num_rejected']} rejected" + (f" ({', '.join(why)})" if why else ""))
     if s.get("chunk_star") is not None:
         lines.append(f"C* = {_fmt(s['chunk_star'], 0)} tokens (the prefill chunk of least TTFT among "
                      f"engine.analytical.chunk_candidates): TTFT {_fmt(s.get('ttft_at_chunk_star_ms'))} ms")

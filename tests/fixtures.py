@@ -23,13 +23,13 @@ HARDWARE = {
 
 #: conf/model/NAME.yaml
 MODEL = {
-    'llama_3_1_8b': ModelSpec(name='llama_3_1_8b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=128256),
-    'llama_3_1_70b': ModelSpec(name='llama_3_1_70b', num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8, head_dim=128, ffn_size=28672, vocab_size=128256),
-    'llama_3_1_405b': ModelSpec(name='llama_3_1_405b', num_layers=126, hidden_size=16384, num_heads=128, num_kv_heads=8, head_dim=128, ffn_size=53248, vocab_size=128256),
-    'llama_2_7b': ModelSpec(name='llama_2_7b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=32, head_dim=128, ffn_size=11008, vocab_size=32000, attention='mha'),
-    'mixtral_8x7b': ModelSpec(name='mixtral_8x7b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=32000, num_experts=8, experts_per_token=2, expert_ffn_size=14336),
-    'deepseek_v3': ModelSpec(name='deepseek_v3', num_layers=61, hidden_size=7168, num_heads=128, num_kv_heads=128, head_dim=192, ffn_size=18432, vocab_size=129280, attention='mla', num_experts=256, experts_per_token=8, expert_ffn_size=2048, num_shared_experts=1, first_dense_layers=3, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, weight_dtype='fp8', activation_dtype='fp8', weight_group_size=16384, weight_scale_dtype='fp32'),
-    'gpt_oss_120b': ModelSpec(name='gpt_oss_120b', num_layers=36, hidden_size=2880, num_heads=64, num_kv_heads=8, head_dim=64, ffn_size=2880, vocab_size=201088, num_experts=128, experts_per_token=4, expert_ffn_size=2880, sliding_window=128, sliding_window_layers=18, weight_dtype='fp4', weight_group_size=32, weight_scale_dtype='fp8'),
+    'llama_3_1_8b': ModelSpec(name='llama_3_1_8b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=128256, context_length=131072),
+    'llama_3_1_70b': ModelSpec(name='llama_3_1_70b', num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8, head_dim=128, ffn_size=28672, vocab_size=128256, context_length=131072),
+    'llama_3_1_405b': ModelSpec(name='llama_3_1_405b', num_layers=126, hidden_size=16384, num_heads=128, num_kv_heads=8, head_dim=128, ffn_size=53248, vocab_size=128256, context_length=131072),
+    'llama_2_7b': ModelSpec(name='llama_2_7b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=32, head_dim=128, ffn_size=11008, vocab_size=32000, context_length=4096, attention='mha'),
+    'mixtral_8x7b': ModelSpec(name='mixtral_8x7b', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=32000, context_length=32768, num_experts=8, experts_per_token=2, expert_ffn_size=14336),
+    'deepseek_v3': ModelSpec(name='deepseek_v3', num_layers=61, hidden_size=7168, num_heads=128, num_kv_heads=128, head_dim=192, ffn_size=18432, vocab_size=129280, context_length=163840, attention='mla', num_experts=256, experts_per_token=8, expert_ffn_size=2048, num_shared_experts=1, first_dense_layers=3, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, weight_dtype='fp8', activation_dtype='fp8', weight_group_size=16384, weight_scale_dtype='fp32'),
+    'gpt_oss_120b': ModelSpec(name='gpt_oss_120b', num_layers=36, hidden_size=2880, num_heads=64, num_kv_heads=8, head_dim=64, ffn_size=2880, vocab_size=201088, context_length=131072, num_experts=128, experts_per_token=4, expert_ffn_size=2880, sliding_window=128, sliding_window_layers=18, weight_dtype='fp4', weight_group_size=32, weight_scale_dtype='fp8'),
     'llama_7b_specsheet': ModelSpec(name='llama_7b_specsheet', num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=32, head_dim=128, ffn_size=11008, vocab_size=32000, attention='mha', num_params=7200000000.0),
     'gpt_1_8t_moe': ModelSpec(name='gpt_1_8t_moe', num_layers=120, hidden_size=20480, num_heads=128, num_kv_heads=16, head_dim=160, ffn_size=14336, vocab_size=128256, num_experts=16, experts_per_token=2, expert_ffn_size=14336, weight_dtype='fp4', kv_dtype='fp4', activation_dtype='fp4'),
 }

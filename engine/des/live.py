@@ -127,7 +127,11 @@ class LiveEngine:
         # the framework's per-request time at one API server in arrival order, as the event loop
         # serves it (engine.des.cluster.loop.Loop._through_api)
         self.api_s, self._api_free = specs.framework.per_request_s, float("-inf")
-        self.max_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
+        #: the longest request served (prompt + output tokens): the model's context length
+        #: (``ModelSpec.context_length``) or one replica's KV cache, whichever is smaller
+        self.kv_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
+        self.context_length = specs.model.context_length
+        self.max_tokens = min(self.kv_tokens, self.context_length or self.kv_tokens)
         self._free = list(range(n - 1, -1, -1))
         self._pending: list = []         # (time the request enters the queue, seq, rid)
         self._seq = 0
@@ -149,15 +153,19 @@ class LiveEngine:
         """A request of ``prompt`` tokens that will emit ``output`` tokens arrives at ``t`` [s]
         (not before the engine's clock). ``hashes``: its prompt's prefix block hashes
         (``block_tokens`` tokens each, as RequestStream.hashes; prefix caching matches them),
-        None = no shared prefix. Returns its id. Raises EngineFull or SpecError (too long for
-        the KV cache, or lengths < 1)."""
+        None = no shared prefix. Returns its id. Raises EngineFull or SpecError (longer than the
+        model's context or the KV cache, or lengths < 1)."""
         prompt, output = int(prompt), int(output)
         if prompt < 1 or output < 1:
             raise SpecError("request", f"prompt {prompt}, output {output} tokens",
                             "at least 1 prompt and 1 output token")
-        if prompt + output > self.max_tokens:
+        if self.context_length and prompt + output > self.context_length:
             raise SpecError("request", f"{prompt} prompt + {output} output tokens",
-                            f"at most {self.max_tokens} tokens: the KV cache of one replica "
+                            f"at most {self.context_length} tokens: the model's context length "
+                            "(model.context_length)")
+        if prompt + output > self.kv_tokens:
+            raise SpecError("request", f"{prompt} prompt + {output} output tokens",
+                            f"at most {self.kv_tokens} tokens: the KV cache of one replica "
                             f"({self.blocks} blocks of {self.des.block_size}, less the watermark)")
         if not self._free:
             raise EngineFull(f"{self.capacity} requests already in the engine")

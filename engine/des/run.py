@@ -25,6 +25,7 @@ from engine.des import ttft_parts
 from engine.des.workload import RequestStream, build_stream
 from engine.des.pricing import decode_line, probe_line, step_functions, swap_s_per_token  # noqa: F401 (public names)
 from engine.result import Assumption, RunResult
+from engine.errors import SpecError
 from engine.spec import Specs
 
 Noise = Callable[[np.ndarray], np.ndarray]
@@ -148,10 +149,12 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     """Simulate the request stream of ``specs.workload`` (or ``stream``) on the deployment
     (``des``, default ``specs.des``, its None settings from ``specs.framework``)."""
     specs, des = deployment(specs, des)
-    stream = stream if stream is not None else build_stream(specs.workload)
+    stream = stream if stream is not None else build_stream(specs.workload, specs.model.context_length,
+                                                            specs.model.name)
     stream0 = stream                  # as given: a counterfactual re-run starts from it again
     if des.cluster_features:          # sessions, traffic shape, reasoning outputs (engine.des.workload.sessions)
         stream = transform(stream, des)
+    _within_context(stream, specs.model)
     # replicas, KV pools, prefix caches, step functions and features: the one assembly the
     # live engine builds too (engine.des.assembly)
     asm = assemble(specs, des, stream, noise)
@@ -208,6 +211,15 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     if blocks <= 0:
         s["memory_reason"] = (f"no KV blocks left: {cap.weights_gb:.1f} GB weights + "
                               f"{cap.activation_gb:.1f} GB activations per device")
+    else:
+        # the longest request one replica's KV cache holds; a stream none of whose requests fits
+        # does not fit in memory (nothing was served: fits_in_memory false, and why)
+        s["max_request_tokens"] = loop.max_blocks * des.block_size
+        if st.n and loop.rejected_too_long == st.n:
+            s["fits_in_memory"] = False
+            s["memory_reason"] = (f"no request fits one replica's KV cache of {s['max_request_tokens']} tokens "
+                                  f"({blocks} blocks of {des.block_size}, less the watermark); the shortest "
+                                  f"needs {int(np.min(st.prompt + st.output))} (prompt + output)")
     timeline = None
     if des.record_iterations:
         cols = ("replica", "start_s", "end_s", "iterations", "batch", "prefill_tokens",
@@ -226,6 +238,21 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                           frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)
+
+
+def _within_context(stream: RequestStream, model) -> None:
+    """Every request of the stream as simulated (request classes, sessions and reasoning outputs
+    applied, or a stream given by the caller) fits ``model.context_length``; the first one over
+    is named. (Trace rows and drawn lengths are refused earlier, by name: build_stream.)"""
+    ctx = model.context_length
+    if not ctx or not len(stream):
+        return
+    over = np.flatnonzero(stream.prompt + stream.output > ctx)
+    if len(over):
+        i = int(over[0])
+        raise SpecError("workload", f"request {i}: {int(stream.prompt[i])} prompt + {int(stream.output[i])} "
+                        f"output tokens", f"requests of at most model.context_length = {ctx} tokens ({model.name}); "
+                        f"{len(over)} of {len(stream)} are longer")
 
 
 def decode_shares(sm: StepModel, s: dict, st: State) -> dict:

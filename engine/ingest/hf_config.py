@@ -11,6 +11,7 @@ Field mapping (HF key -> ModelSpec field), with the aliases model families use:
     vocab_size                                         -> vocab_size
     tie_word_embeddings (absent -> false, stated)      -> tied_embeddings
     hidden_act silu/swiglu/gelu_* gated families       -> gated_mlp
+    max_position_embeddings (absent -> 0, stated)      -> context_length
 
 Detected: attention kind (MHA if kv heads = heads, MQA if 1, GQA between, MLA when
 ``kv_lora_rank`` is set: q_lora_rank, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim,
@@ -23,7 +24,8 @@ v_head_dim); MoE (Mixtral/gpt-oss ``num_local_experts``, Qwen-MoE ``num_experts`
 MXFP4 -> fp4 weights with one 1-byte scale per 32).
 
 An architecture that lacks a required key raises :class:`HFConfigError` naming the key (and the
-aliases tried).
+aliases tried); a count that is not an integer from 1 to 2^31 - 1 as JSON writes it (``4096.5``,
+``1e30``, ``"big"``, ``true``) a SpecError naming the file and key. Nothing is rounded.
 """
 
 import json
@@ -33,6 +35,12 @@ from pathlib import Path
 
 from engine.errors import SpecError
 from engine.spec import ModelSpec
+
+
+#: The largest count a config.json field may hold (layers, widths, heads, vocabulary, context):
+#: int32, the type token ids and sizes have in the serving frameworks; beyond it a value is a typo
+#: (``vocab_size: 1e30``), not a model.
+MAX_COUNT = 2**31 - 1
 
 
 class HFConfigError(ValueError):
@@ -59,7 +67,7 @@ ARCH_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_d
                "vocab_size", "attention", "tied_embeddings", "gated_mlp", "num_experts",
                "experts_per_token", "expert_ffn_size", "num_shared_experts", "first_dense_layers",
                "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_window_layers")
+               "sliding_window", "sliding_window_layers", "context_length")
 
 
 @dataclass
@@ -105,8 +113,8 @@ def _get(cfg: dict, path: str, keys, *, default=None, required=True):
 
 def load(path) -> dict:
     """Read a config.json (a text-config nested under ``text_config`` is taken as the model)."""
-    try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:     # utf-8-sig: a UTF-8 byte-order mark (as Windows editors save) is read as text's start
+        cfg = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (ValueError, UnicodeDecodeError) as e:      # JSONDecodeError is a ValueError
         raise SpecError(str(path), f"not JSON ({str(e)[:80]})", "a HuggingFace config.json "
                         "(a JSON object)") from None
@@ -130,44 +138,64 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
             notes[fld] = k
         return v
 
-    def count(fld, keys):
-        """A required positive integer (a count of layers, a width, heads)."""
-        v = take(fld, keys)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
-            raise SpecError(f"{path}: {notes.get(fld, keys[0])}", v, "a positive integer")
+    def count(fld, keys, v=None, key=None, minimum=1):
+        """A positive integer (a count of layers, a width, heads) as config.json writes it: a JSON
+        integer (or a float with no fraction, 4096.0), at most MAX_COUNT; ``v``/``key``: a value
+        already looked up (optional keys), else ``keys`` are tried in turn."""
+        if key is None:
+            v = take(fld, keys)
+            key = notes.get(fld, keys[0])
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v)
+                or not minimum <= v <= MAX_COUNT):
+            least = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise SpecError(f"{path}: {key}", v, f"{least} up to {MAX_COUNT} (2^31 - 1)")
         return int(v)
+
+    def optional(fld, key, minimum=1):
+        """An optional count: ``key``'s value checked as ``count`` does, None when absent."""
+        v = cfg.get(key)
+        if v is None:
+            return None
+        notes[fld] = key
+        return count(fld, (key,), v, key, minimum)
 
     f["num_layers"] = count("num_layers", ("num_hidden_layers", "n_layer", "num_layers"))
     f["hidden_size"] = count("hidden_size", ("hidden_size", "n_embd", "d_model"))
     f["num_heads"] = count("num_heads", ("num_attention_heads", "n_head"))
     h, nh = f["hidden_size"], f["num_heads"]
-    kv = cfg.get("num_key_value_heads")
+    kv = optional("num_kv_heads", "num_key_value_heads")
     if kv is not None:
-        f["num_kv_heads"] = int(kv)
-        notes["num_kv_heads"] = "num_key_value_heads"
+        f["num_kv_heads"] = kv
     elif cfg.get("multi_query"):
         f["num_kv_heads"] = 1
         notes["num_kv_heads"] = "multi_query: true"
     else:
         f["num_kv_heads"] = nh
         notes["num_kv_heads"] = "absent: num_attention_heads (MHA)"
-    if cfg.get("head_dim"):
-        f["head_dim"] = int(cfg["head_dim"])
-        notes["head_dim"] = "head_dim"
+    if cfg.get("head_dim") is not None:
+        f["head_dim"] = optional("head_dim", "head_dim")
     else:
         if h % nh:
             raise HFConfigError(path, "head_dim", f"missing and hidden_size {h} is not a multiple of "
                                                   f"num_attention_heads {nh}")
         f["head_dim"] = h // nh
         notes["head_dim"] = "hidden_size / num_attention_heads"
-    inter = cfg.get("intermediate_size") or cfg.get("n_inner") or cfg.get("ffn_dim")
-    moe_inter = cfg.get("moe_intermediate_size")
+    ffn_key = next((k for k in ("intermediate_size", "n_inner", "ffn_dim") if cfg.get(k) is not None), None)
+    inter = optional("ffn_size", ffn_key) if ffn_key else None
+    moe_inter = optional("expert_ffn_size", "moe_intermediate_size")
     if inter is None and moe_inter is None:
         raise HFConfigError(path, "intermediate_size", "missing; needed for ModelSpec.ffn_size "
                                                        "(also tried n_inner, ffn_dim, moe_intermediate_size)")
-    f["ffn_size"] = int(inter or moe_inter)
-    notes["ffn_size"] = "intermediate_size" if inter else "moe_intermediate_size (no dense FFN size given)"
-    f["vocab_size"] = int(take("vocab_size", ("vocab_size", "padded_vocab_size")))
+    f["ffn_size"] = inter or moe_inter
+    notes["ffn_size"] = ffn_key if inter else "moe_intermediate_size (no dense FFN size given)"
+    f["vocab_size"] = count("vocab_size", ("vocab_size", "padded_vocab_size"))
+    # the context length: prompt + output tokens of one request, checked by both engines and the server
+    ctx = optional("context_length", "max_position_embeddings")
+    if ctx is None:
+        assumptions.append("max_position_embeddings absent: no context length, request lengths not checked "
+                           "against one (set model.context_length)")
+    else:
+        f["context_length"] = ctx
 
     # tied embeddings
     if "tie_word_embeddings" in cfg:
@@ -193,12 +221,12 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
 
     # MoE
     n_exp, exp_key = _get(cfg, path, ("num_local_experts", "num_experts", "n_routed_experts"), required=False)
-    n_exp = int(n_exp or 0)
+    n_exp = count("num_experts", (), n_exp, exp_key, minimum=0) if exp_key else 0
     if n_exp > 1:
         k, kkey = _get(cfg, path, ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"))
-        f["num_experts"], f["experts_per_token"] = n_exp, int(k)
+        f["num_experts"], f["experts_per_token"] = n_exp, count("experts_per_token", (), k, kkey)
         notes["num_experts"], notes["experts_per_token"] = exp_key, kkey
-        f["expert_ffn_size"] = int(moe_inter or inter)
+        f["expert_ffn_size"] = moe_inter or inter
         notes["expert_ffn_size"] = "moe_intermediate_size" if moe_inter else "intermediate_size (each expert)"
         shared = int(cfg.get("n_shared_experts") or 0)
         if shared:
@@ -234,8 +262,8 @@ def from_config(cfg: dict, name: str, path: str = "config.json") -> HFModel:
     if cfg.get("kv_lora_rank"):
         f["attention"] = "mla"
         for fld in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            f[fld] = int(take(fld, (fld,)))
-        f["q_lora_rank"] = int(cfg.get("q_lora_rank") or 0)
+            f[fld] = count(fld, (fld,))
+        f["q_lora_rank"] = optional("q_lora_rank", "q_lora_rank", minimum=0) or 0
         notes["attention"] = "kv_lora_rank set: multi-head latent attention"
         f["head_dim"] = f["qk_nope_head_dim"] + f["qk_rope_head_dim"]
         notes["head_dim"] = "qk_nope_head_dim + qk_rope_head_dim"

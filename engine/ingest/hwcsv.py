@@ -158,12 +158,13 @@ def read_sheet(path, name: str, *, description: str | None = None,
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8-sig")
         except UnicodeDecodeError as e:
             raise SheetError(path, 0, "", f"not UTF-8 text (byte {e.start}: {e.reason}); save the "
                                           "sheet as UTF-8 CSV") from None
         except OSError as e:
             raise SheetError(path, 0, "", f"cannot read the file ({e.strerror})") from None
+    text = text.removeprefix("\ufeff")        # a byte-order mark, as Excel saves "CSV UTF-8"
     raw_lines = text.splitlines()
     reader = csv.reader(io.StringIO(text))
     try:

@@ -14,7 +14,8 @@ def registry() -> pint.UnitRegistry:
     """A pint registry that also knows FLOP-rates and bit-rates written the way sheets write them.
 
     FLOPS/OPS are FLOP per second (TOPS = 1e12 OP/s, an int8 op counted like a FLOP). ``Gb``,
-    ``Tb`` ... are bits (pint's default reads ``Gb`` as gilbert). ``GB`` is 1e9 bytes, ``GiB`` 2^30.
+    ``Tb`` ... are bits (pint's default reads ``Gb`` as gilbert). ``GB`` is 1e9 bytes, ``GiB`` 2^30;
+    ``KB``/``Kb`` (capital K, as datasheets write kilo) are 1e3 bytes / bits, like ``kB``/``kb``.
     """
     try:
         # pint's own cache of its parsed definition files (the user cache folder): ~0.09 CPU-s of a
@@ -27,6 +28,9 @@ def registry() -> pint.UnitRegistry:
     ureg.define("OPS = FLOP / second = ops")
     for prefix, factor in (("k", "1e3"), ("M", "1e6"), ("G", "1e9"), ("T", "1e12"), ("P", "1e15")):
         ureg.define(f"{prefix}b = {factor} * bit")
+    # "KB" / "Kb" as sheets and datasheets write kilo (pint alone reads "K" as kelvin): 1e3 bytes / bits
+    ureg.define("KB = 1e3 * byte")
+    ureg.define("Kb = 1e3 * bit")
     return ureg
 
 

@@ -70,6 +70,11 @@ class Specs:
                 # experts of a layer live on one pipeline stage's tp*sp devices
                 raise SpecError("partition.ep", p.ep,
                                 f"a divisor of tp*sp={p.tp * p.sp} (the devices of one stage)")
+        w = self.workload
+        if m.context_length and w.prompt_len + w.output_len > m.context_length:
+            raise SpecError("workload.prompt_len", w.prompt_len,
+                            f"prompt_len + output_len ({w.prompt_len} + {w.output_len}) at most "
+                            f"model.context_length = {m.context_length} tokens ({m.name})")
         if self.workload.prompt_len % p.sp:
             raise SpecError("partition.sp", p.sp,
                             f"a divisor of workload.prompt_len={self.workload.prompt_len}")

@@ -58,6 +58,11 @@ class ModelSpec:
     Sliding-window attention: ``sliding_window_layers`` of the layers attend to at most
     ``sliding_window`` past tokens (0 = full attention everywhere).
 
+    ``context_length``: the most tokens one request may hold, prompt and output together
+    (config.json's ``max_position_embeddings``; 0 = not stated, not checked). Both engines and
+    ``simllm-serve`` refuse a longer request (``engine.spec.bundle.Specs``, ``engine.des.run``,
+    ``engine.des.live``).
+
     Precision: weights, KV cache and activations each have a dtype. Block/group-quantised weights
     (int4/fp4 with one scale per ``weight_group_size`` weights, 0 = per-channel, i.e. negligible)
     store one ``weight_scale_dtype`` scale per group. ``compute_dtype`` is the precision of the
@@ -87,6 +92,7 @@ class ModelSpec:
     v_head_dim: int = 0
     sliding_window: int = 0
     sliding_window_layers: int = 0
+    context_length: int = 0
     num_params: float | None = None
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
@@ -110,7 +116,7 @@ class ModelSpec:
             positive_int(g, f, getattr(self, f))
         for f in ("num_experts", "experts_per_token", "expert_ffn_size", "num_shared_experts",
                   "first_dense_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
-                  "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
+                  "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers", "context_length"):
             positive_int(g, f, getattr(self, f), minimum=0)
         one_of(g, "attention", self.attention, ATTENTION_KINDS)
         for f in ("weight_dtype", "kv_dtype", "activation_dtype", "weight_scale_dtype"):

@@ -7,6 +7,7 @@ prompts and outputs are (``prompt_dist`` / ``output_dist`` around ``prompt_len``
 or the rows of a ``trace``), all drawn from ``seed``.
 """
 
+import math
 from dataclasses import dataclass, field, fields
 
 from engine.errors import SpecError
@@ -37,6 +38,14 @@ class LengthDist:
     sigma: float = 0.5
     zipf_a: float = 1.2
     values: tuple = param((), config_type=list)
+
+    def longest(self, mean: int) -> float:
+        """The largest length a draw can take when located at ``mean`` (inf: unbounded, a
+        lognormal with no ``high``); ``engine.des.workload.build`` holds it to the context."""
+        top = {"fixed": mean, "uniform": self.high or max(2 * mean - self.low, self.low),
+               "lognormal": self.high or math.inf, "zipf": self.high,
+               "empirical": max(self.values, default=0)}[self.kind]
+        return max(min(top, self.high or math.inf), self.low)
 
     def check(self, group: str) -> None:
         one_of(group, "kind", self.kind, LENGTH_KINDS)

@@ -22,11 +22,16 @@ chat). Prompt tokens: a list of token ids counts its length; text counts whitesp
 words (no tokenizer; ``simllm-observe`` synthesises one word per token); chat: the words of every
 message's text content, no template tokens. Usage counts are exact under that rule.
 
-Bounded: at most ``--max-requests`` requests in the engine (HTTP 503 beyond), bodies up to
-``--max-body-bytes``, requests longer than the KV cache refused (400). Listens on 127.0.0.1 unless
-``--host`` says otherwise. A client that disconnects aborts its simulated request, as vLLM aborts
-it: dropped from the queue or the running batch with its KV blocks freed
-(``LiveEngine.abort``), counted in ``simllm:requests_aborted_total``.
+Bounded: at most ``--max-requests`` requests in the engine, running or waiting in its queue
+(beyond: HTTP 503 with ``Retry-After``, the engine's own admission); open connections up to
+``--max-connections`` (default: the file-descriptor limit less a reserve); bodies up to
+``--max-body-bytes``, refused (413) by their Content-Length before any byte is read, or once that
+many bytes have streamed in; requests longer than the model's context
+(``model.context_length``) or one replica's KV cache refused (400). Every bad request is a 4xx
+with a JSON message naming the field. Listens on 127.0.0.1 unless ``--host`` says otherwise. A
+client that disconnects aborts its simulated request, as vLLM aborts it: dropped from the queue or
+the running batch with its KV blocks freed (``LiveEngine.abort``), counted in
+``simllm:requests_aborted_total``, and logged as one line on stderr.
 """
 
 import argparse
@@ -138,17 +143,22 @@ class Sim:
         while True:
             msg = await request.receive()
             if msg["type"] == "http.disconnect":
-                self.abort(rid)
+                if self.abort(rid):
+                    log(f"{_client(request)} disconnected: its request aborted before its last token")
                 return
 
 
-def _error(status: int, message: str, param: str | None = None):
+#: Seconds a refused client is told to wait (``Retry-After`` of a 503 when the engine is full).
+RETRY_AFTER_S = 1
+
+
+def _error(status: int, message: str, param: str | None = None, headers: dict | None = None):
     from starlette.responses import JSONResponse
 
-    kind = {400: "BadRequestError", 404: "NotFoundError", 413: "BadRequestError",
+    kind = {400: "BadRequestError", 404: "NotFoundError", 411: "BadRequestError", 413: "BadRequestError",
             503: "ServiceUnavailableError"}.get(status, "Error")
     return JSONResponse({"object": "error", "message": message, "type": kind, "param": param,
-                         "code": status}, status_code=status)
+                         "code": status}, status_code=status, headers=headers)
 
 
 class BadRequest(Exception):
@@ -157,9 +167,89 @@ class BadRequest(Exception):
         self.param, self.status = param, status
 
 
+def log(message: str) -> None:
+    """One line on stderr (the server's log: uvicorn's own is at warning level)."""
+    print(f"simllm-serve: {message}", file=sys.stderr, flush=True)
+
+
+def _client(request) -> str:
+    c = request.client
+    return f"{c.host}:{c.port}" if c else "a client"
+
+
+async def read_body(request, limit: int) -> bytes | None:
+    """The request body, refused past ``limit`` bytes before it is read: by its Content-Length
+    header (413 at once), and while it streams in (a chunked body, or one longer than it said).
+    None when the client went away before the body was complete (logged as one line)."""
+    from starlette.requests import ClientDisconnect
+
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise BadRequest(f"Content-Length {declared[:40]!r} is not a byte count")
+        if int(declared) > limit:
+            raise BadRequest(f"request body of {int(declared)} bytes (Content-Length) is over the limit of "
+                             f"{limit} bytes (--max-body-bytes)", status=413)
+    parts, got = [], 0
+    try:
+        async for chunk in request.stream():
+            got += len(chunk)
+            if got > limit:
+                raise BadRequest(f"request body over the limit of {limit} bytes (--max-body-bytes): refused "
+                                 f"after {got} bytes", status=413)
+            parts.append(chunk)
+    except ClientDisconnect:
+        log(f"{_client(request)} disconnected while sending its request body ({got} bytes received"
+            + (f" of {declared})" if declared is not None else ")"))
+        return None
+    return b"".join(parts)
+
+
+def parse_body(raw: bytes) -> dict:
+    """The JSON object of a request body; BadRequest for anything else (not JSON, not UTF-8,
+    nested deeper than Python's parser goes, not an object)."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise BadRequest("request body is JSON nested too deeply to parse") from None
+    except ValueError as e:        # JSONDecodeError, UnicodeDecodeError
+        raise BadRequest(f"request body is not valid JSON ({str(e)[:200]})") from None
+    if not isinstance(body, dict):
+        raise BadRequest(f"request body must be a JSON object, got a JSON {type(body).__name__}")
+    return body
+
+
+def _typed(body: dict, key: str, kinds, what: str):
+    """``body[key]`` (None when absent or null) if it is one of ``kinds``; else BadRequest."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    v = body.get(key)
+    if v is not None and (not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds)):
+        raise BadRequest(f"'{key}' must be {what}, got {json.dumps(v)[:80]}", key)
+    return v
+
+
+def request_options(body: dict) -> tuple[bool, bool]:
+    """(stream, include_usage) of a request, each field type-checked (OpenAI's types)."""
+    _typed(body, "model", str, "a string")
+    n = _typed(body, "n", int, "an integer")
+    if n not in (None, 1):
+        raise BadRequest("'n' must be 1", "n")
+    stream = _typed(body, "stream", bool, "true or false")
+    opts = _typed(body, "stream_options", dict, "an object such as {\"include_usage\": true}") or {}
+    usage = _typed(opts, "include_usage", bool, "true or false")
+    return bool(stream), bool(usage)
+
+
+def _token_id(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 def _words(text) -> int:
     if isinstance(text, list):    # chat content parts
-        return sum(_words(p.get("text", "")) for p in text if isinstance(p, dict))
+        if not all(isinstance(p, dict) for p in text):
+            raise BadRequest("message content parts must be objects such as {\"type\": \"text\", "
+                             "\"text\": ...}", "messages")
+        return sum(_words(p.get("text") or "") for p in text)
     if not isinstance(text, str):
         raise BadRequest(f"prompt text must be a string, got {type(text).__name__}", "prompt")
     return len(text.split())
@@ -200,13 +290,20 @@ def prompt_tokens(body: dict, chat: bool) -> int:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
             raise BadRequest("'messages' must be a non-empty list", "messages")
-        n = sum(_words(m.get("content") or "") for m in msgs if isinstance(m, dict))
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict):
+                raise BadRequest(f"messages[{i}] must be an object with a role and a content", "messages")
+        n = sum(_words(m.get("content") or "") for m in msgs)
     else:
         p = body.get("prompt")
-        if isinstance(p, list) and p and all(isinstance(x, int) for x in p):
+        if isinstance(p, list) and p and all(_token_id(x) for x in p):
             n = len(p)
+        elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], list):
+            if not all(_token_id(x) for x in p[0]):
+                raise BadRequest("a prompt given as a list of token ids holds integers >= 0 only", "prompt")
+            n = len(p[0])
         elif isinstance(p, list) and len(p) == 1:
-            n = len(p[0]) if isinstance(p[0], list) else _words(p[0])
+            n = _words(p[0])
         elif isinstance(p, str):
             n = _words(p)
         else:
@@ -289,44 +386,33 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
         return PlainTextResponse("\n".join(out) + "\n",
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    async def _body(request) -> dict:
-        raw = await request.body()
-        if len(raw) > max_body_bytes:
-            raise BadRequest(f"request body of {len(raw)} bytes is over the limit of "
-                             f"{max_body_bytes}", status=413)
-        try:
-            body = json.loads(raw)
-        except ValueError as e:
-            raise BadRequest(f"request body is not valid JSON ({e})") from None
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
-        return body
-
     def handler(chat: bool):
         obj = "chat.completion" if chat else "text_completion"
 
         async def endpoint(request):
             try:
-                body = await _body(request)
+                raw = await read_body(request, max_body_bytes)
+                if raw is None:            # the client went away (logged)
+                    return Response(status_code=400)
+                body = parse_body(raw)
+                stream, include_usage = request_options(body)
                 m = body.get("model", model_name)
                 if m not in (model_name, None, ""):
                     raise BadRequest(f"the model '{m}' does not exist; this server serves "
                                      f"'{model_name}'", "model", 404)
-                if body.get("n", 1) != 1:
-                    raise BadRequest("'n' must be 1", "n")
                 p = prompt_tokens(body, chat)
                 o = output_tokens(body, chat, default_max_tokens)
                 erid, q = state["sim"].submit(p, o, prompt_units(body, chat))
             except BadRequest as e:
                 return _error(e.status, str(e), e.param)
-            except SpecError as e:
-                return _error(400, f"This model's maximum context is {max_len} tokens: {e}",
-                              "max_tokens")
-            except EngineFull as e:
-                return _error(503, f"server busy: {e}; retry later")
+            except SpecError as e:         # longer than the context or one replica's KV cache
+                return _error(400, f"This model's maximum context length is {max_len} tokens; this request "
+                              f"asks for {p + o} ({p} in the prompt, {o} in max_tokens): {e}", "max_tokens")
+            except EngineFull as e:        # the engine's own admission: come back later
+                return _error(503, f"server busy: {e}; retry after {RETRY_AFTER_S} s", None,
+                              {"Retry-After": str(RETRY_AFTER_S)})
             rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
             usage = {"prompt_tokens": p, "completion_tokens": o, "total_tokens": p + o}
-            stream = bool(body.get("stream"))
             head = json.dumps({"id": rid, "object": obj + (".chunk" if chat and stream else ""),
                                "created": int(time.time()), "model": model_name})[:-1]
             sim = state["sim"]
@@ -338,15 +424,14 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
                         got += k
                 finally:     # cancelled when the client went away: drop the request
                     watcher.cancel()
-                    if erid in sim.reqs and sim.reqs[erid] is q:
-                        sim.abort(erid)
+                    if erid in sim.reqs and sim.reqs[erid] is q and sim.abort(erid):
+                        log(f"{_client(request)} went away: {rid} aborted after {got} of {o} tokens")
                 text = TOKEN_TEXT * got
                 choice = ({"index": 0, "message": {"role": "assistant", "content": text},
                            "finish_reason": "length"} if chat else
                           {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"})
                 return Response(head + f', "choices": [{json.dumps(choice)}], "usage": '
                                 f'{json.dumps(usage)}}}', media_type="application/json")
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             tok = json.dumps(TOKEN_TEXT)
             if chat:
                 first = f'data: {head}, "choices": [{{"index": 0, "delta": {{"role": "assistant", ' \
@@ -375,8 +460,8 @@ def make_app(engine, model_name: str, *, time_scale: float = 1.0, default_max_to
                     yield tail
                 finally:     # the client went away (send failed or the stream was cancelled)
                     watcher.cancel()
-                    if erid in sim.reqs and sim.reqs[erid] is q:
-                        sim.abort(erid)
+                    if erid in sim.reqs and sim.reqs[erid] is q and sim.abort(erid):
+                        log(f"{_client(request)} went away: {rid} aborted after {sent} of {o} tokens")
 
             return StreamingResponse(events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
@@ -443,7 +528,11 @@ def parser() -> argparse.ArgumentParser:
                     help="wall seconds per simulated second (1 = real time)")
     ap.add_argument("--served-model-name", default=None, help="model id (default: the model config's name)")
     ap.add_argument("--max-requests", type=int, default=1024,
-                    help="requests in the server at once (running + waiting); 503 beyond")
+                    help="requests in the engine at once (running + waiting: the engine's own queue); "
+                         "beyond, 503 with Retry-After")
+    ap.add_argument("--max-connections", type=int, default=0,
+                    help="open connections at once (0: what the process's file-descriptor limit allows, "
+                         "less a reserve); uvicorn answers 503 beyond")
     ap.add_argument("--default-max-tokens", type=int, default=256,
                     help="output tokens of a chat request without max_tokens")
     ap.add_argument("--max-body-bytes", type=int, default=8 << 20)
@@ -458,11 +547,12 @@ def main(argv=None) -> int:
         print(f"simllm-serve: error: --time-scale {args.time_scale}: expected a finite number > 0",
               file=sys.stderr)
         return 2
-    for name in ("port", "max_requests", "default_max_tokens", "max_body_bytes"):
+    for name in ("port", "max_requests", "max_connections", "default_max_tokens", "max_body_bytes"):
         v = getattr(args, name)
-        if v < (0 if name == "port" else 1) or (name == "port" and v > 65535):
+        if v < (0 if name in ("port", "max_connections") else 1) or (name == "port" and v > 65535):
             raise SpecError(f"--{name.replace('_', '-')}", v, "a port 0-65535" if name == "port"
-                            else "an integer >= 1")
+                            else "an integer >= 0" if name == "max_connections" else "an integer >= 1")
+    connections = args.max_connections or connection_limit()
     eng, name, desc = build(args.overrides, args.max_requests)
     import uvicorn
 
@@ -470,10 +560,34 @@ def main(argv=None) -> int:
     app = make_app(eng, name, time_scale=args.time_scale, default_max_tokens=args.default_max_tokens,
                    max_body_bytes=args.max_body_bytes)
     print(f"simllm-serve: {desc}; model '{name}', time scale {args.time_scale:g}; "
+          f"{args.max_requests} requests in the engine, {connections} connections; "
           f"http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    # connections are bounded by file descriptors, not by the engine's admission: a client over
+    # --max-requests gets the engine's own 503 + Retry-After, never a refusal of every connection
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                access_log=args.access_log, limit_concurrency=args.max_requests + 64)
+                access_log=args.access_log, limit_concurrency=connections, backlog=min(connections, 4096))
     return 0
+
+
+#: File descriptors kept back from connections (the listening socket, logs, the MLflow store,
+#: Python's own files).
+FD_RESERVE = 64
+
+
+def connection_limit() -> int:
+    """Connections the process can hold open: its file-descriptor limit (the soft limit raised to
+    the hard one first, as servers do) less ``FD_RESERVE``."""
+    try:
+        import resource
+    except ImportError:               # not POSIX: uvicorn's own default of no limit
+        return 1 << 16
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+    return max(soft - FD_RESERVE, 1)
 
 
 if __name__ == "__main__":

@@ -61,8 +61,10 @@ def test_littles_law(specs_with):
     # L (time average of requests in the system, counted by the event loop) = lambda x W
     # (lambda = completed / makespan, W = mean E2E from the per-request table).
     specs = specs_with(num_requests=600, arrival="poisson", rate_rps=20.0,
-                       prompt_dist={"kind": "lognormal", "sigma": 0.6},
-                       output_dist={"kind": "lognormal", "sigma": 0.6, "low": 2})
+                       # high: the context (131,072 tokens) must hold the longest draws; 32,768 is
+                       # > 10 sigma above these means, never drawn, so the stream is unchanged
+                       prompt_dist={"kind": "lognormal", "sigma": 0.6, "high": 32768},
+                       output_dist={"kind": "lognormal", "sigma": 0.6, "low": 2, "high": 32768})
     sim = simulate(specs, DesSpec())
     s = sim.result.summary
     lam = s["num_completed"] / s["makespan_s"]

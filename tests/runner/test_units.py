@@ -42,3 +42,9 @@ def test_bad_values_name_field(value, unit, needle):
 
 def test_zero_allowed_where_meaningful():
     assert to_si("hardware.sram", 0, "MB", allow_zero=True) == 0
+
+
+@pytest.mark.parametrize("value, expected", [("64 KB", 64e3), ("1 kB", 1e3), ("2 KiB", 2048.0)])
+def test_capital_k_is_kilo(value, expected):
+    """"KB" as datasheets write it is 10^3 bytes (pint alone reads K as kelvin); KiB stays 2^10."""
+    assert to_si("hardware.sram_capacity", value, "MB") == expected

@@ -129,7 +129,7 @@ def _load_json(path):
     if not p.is_file():
         raise MeasurementError(path, None, "path", str(path), "an existing file")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8-sig"))
     except (ValueError, UnicodeDecodeError) as e:
         raise MeasurementError(path, None, "(file)", type(e).__name__, f"valid JSON ({e})") from None
 

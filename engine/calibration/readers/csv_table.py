@@ -33,7 +33,7 @@ def read_csv(path, workload: dict | None = None) -> Measurement:
 
 
 def _read_csv(path, workload: dict | None) -> Measurement:
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         cols = reader.fieldnames or []
         for c in ("input_len", "output_len", "ttft_ms", "tpot_ms"):

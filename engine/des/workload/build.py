@@ -43,11 +43,42 @@ def _tile_columns(trace: Trace, n: int):
     return {c: v[idx] for c, v in trace.columns.items()}
 
 
-def build_stream(spec: WorkloadSpec) -> RequestStream:
-    """The request stream a WorkloadSpec describes (trace rows or synthetic draws), seeded."""
+def check_context(spec: WorkloadSpec, trace: Trace | None, context: int, model: str = "") -> None:
+    """Every request fits ``context`` tokens (``ModelSpec.context_length``; 0 = not checked),
+    prompt and output together: for a trace, each row (the first one over is named); for drawn
+    lengths, the longest draws of ``prompt_dist`` and ``output_dist`` (their support, before any
+    request is drawn). Raises SpecError naming the row or the distribution and the limit."""
+    if not context:
+        return
+    limit = f"model.context_length = {context} tokens{f' ({model})' if model else ''}"
+    if trace is not None:
+        over = np.flatnonzero(trace.prompt + trace.output > context)
+        if len(over):
+            i = int(over[0])
+            row = int(trace.rows[i]) if trace.rows is not None else i + 1
+            raise SpecError("workload.trace.path", trace.path,
+                            f"requests of at most {limit}, prompt and output together: row {row} has "
+                            f"{int(trace.prompt[i])} + {int(trace.output[i])}"
+                            + (f"; {len(over) - 1} more row(s) over" if len(over) > 1 else ""))
+        return
+    p_top = spec.prompt_dist.longest(spec.prompt_len)
+    o_top = spec.output_dist.longest(spec.output_len)
+    if p_top + o_top > context:
+        key = "prompt_dist" if spec.prompt_dist.kind != "fixed" or spec.output_dist.kind == "fixed" else "output_dist"
+        dist = getattr(spec, key)
+        fld, val = ((f"workload.{key}.high", dist.high) if dist.kind != "fixed"
+                    else ("workload.prompt_len", spec.prompt_len))
+        raise SpecError(fld, val, f"lengths whose longest draws (prompt {p_top:g} + output {o_top:g} "
+                        f"tokens) fit {limit}: set prompt_dist.high / output_dist.high")
+
+
+def build_stream(spec: WorkloadSpec, context: int = 0, model: str = "") -> RequestStream:
+    """The request stream a WorkloadSpec describes (trace rows or synthetic draws), seeded.
+    ``context`` > 0: every request must fit that many tokens (``check_context``)."""
     ss = np.random.SeedSequence(spec.seed)
     r_len, r_arr, r_pri = (np.random.default_rng(s) for s in ss.spawn(3))
     trace = load_trace(spec.trace) if spec.trace.path else None
+    check_context(spec, trace, context, model)
     if spec.num_requests:
         n = spec.num_requests
     elif trace is not None:
@@ -84,4 +115,4 @@ def build_stream(spec: WorkloadSpec) -> RequestStream:
                          columns=_tile_columns(trace, n) if trace is not None else None)
 
 
-__all__ = ["build_stream"]
+__all__ = ["build_stream", "check_context"]

@@ -5,7 +5,9 @@ Known layouts are detected from their column names when the spec names no column
     Vidur processed traces:    arrived_at (s), num_prefill_tokens, num_decode_tokens
     Vidur length-only stats:   num_prefill_tokens, num_decode_tokens
     Mooncake (FAST'25):        timestamp (ms), input_length, output_length, hash_ids
-Arrival times are returned in seconds since the first row.
+Arrival times are returned in seconds since the first row (rows are put in arrival order).
+Every row is kept: a length cell that is not a whole number >= 1, or an arrival that is not a
+finite time >= 0, is an error naming the column, the row and what it holds.
 """
 
 from dataclasses import dataclass
@@ -41,6 +43,8 @@ class Trace:
     #: the trace's other numeric columns (name -> float64 per row), for request-class filters
     #: (engine.des.classes: e.g. "client == 3" on a ServeGen trace)
     columns: dict | None = None
+    #: each row's place in the file (1-based, header not counted), in the order above (by arrival)
+    rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -85,18 +89,28 @@ def _columns(df: pl.DataFrame, spec: TraceSpec):
     return layout
 
 
+def _refuse(df: pl.DataFrame, col: str, key: str, path: str, ok: np.ndarray, expected: str):
+    """SpecError naming the column, the first row (1-based, header not counted) whose cell is not
+    ``expected`` and what it holds, and how many rows are like it; nothing is dropped silently."""
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        i = int(bad[0])
+        more = f"; {len(bad) - 1} more row(s) like it" if len(bad) > 1 else ""
+        raise SpecError(f"workload.trace.{key}", col, f"{expected} in every row of {path}: row {i + 1} holds "
+                        f"{df[col][i]!r}{more}")
+
+
 def _lengths(df: pl.DataFrame, col: str, key: str, path: str) -> np.ndarray:
-    """A token-length column as int64; cells that are not whole numbers become -1 (dropped with
-    the other non-positive rows); a column that is not numeric at all is an error naming it."""
+    """A token-length column as int64. Every cell must be a whole number >= 1: an empty, negative,
+    zero, fractional, non-finite or non-numeric cell is an error naming its row (``_refuse``)."""
     c = df[col]
-    if c.dtype == pl.String or c.dtype.is_float():
-        c = c.cast(pl.Float64, strict=False)
-    elif not c.dtype.is_integer():
+    if not (c.dtype == pl.String or c.dtype.is_numeric() or c.dtype == pl.Null):
         raise SpecError(f"workload.trace.{key}", col, f"a numeric token-length column in {path} "
                         f"(it holds {c.dtype})")
-    v = c.to_numpy().astype(float)
-    ok = np.isfinite(v) & (v == np.floor(v)) & (np.abs(v) < 2**62)
-    return np.where(ok, v, -1).astype(np.int64)
+    v = c.cast(pl.Float64, strict=False).to_numpy().astype(float)
+    ok = np.isfinite(v) & (v == np.floor(v)) & (v >= 1) & (v < 2**62)
+    _refuse(df, col, key, path, ok, "a whole number of tokens >= 1")
+    return v.astype(np.int64)
 
 
 def load_trace(spec: TraceSpec) -> Trace:
@@ -115,7 +129,6 @@ def load_trace(spec: TraceSpec) -> Trace:
     arr_c, pr_c, out_c, hash_c, unit = _columns(df, spec)
     prompt = _lengths(df, pr_c, "prompt_column", spec.path)
     output = _lengths(df, out_c, "output_column", spec.path)
-    keep = (prompt > 0) & (output > 0)
     arrival = None
     if arr_c:
         col = df[arr_c]
@@ -123,10 +136,13 @@ def load_trace(spec: TraceSpec) -> Trace:
             if col.dtype == pl.String:
                 col = col.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
             arrival = col.dt.epoch("us").cast(pl.Float64).to_numpy() * 1e-6
+            _refuse(df, arr_c, "arrival_column", spec.path, np.isfinite(arrival),
+                    "a time such as 2023-11-16 18:15:46.6805900")
         else:
             scale = _UNIT_S.get(unit, 1.0)
             arrival = col.cast(pl.Float64, strict=False).to_numpy() * scale
-        keep &= np.isfinite(arrival)
+            _refuse(df, arr_c, "arrival_column", spec.path, np.isfinite(arrival) & (arrival >= 0),
+                    "a finite arrival time >= 0")
     hashes = None
     if hash_c:
         try:
@@ -137,22 +153,18 @@ def load_trace(spec: TraceSpec) -> Trace:
     used = {arr_c, pr_c, out_c, hash_c}
     extra = {c: df[c].cast(pl.Float64, strict=False).to_numpy() for c in df.columns
              if c not in used and (df[c].dtype.is_integer() or df[c].dtype.is_float())}
-    if not keep.all():
-        idx = np.flatnonzero(keep)
-        prompt, output = prompt[idx], output[idx]
-        arrival = arrival[idx] if arrival is not None else None
-        hashes = [hashes[i] for i in idx] if hashes is not None else None
-        extra = {c: v[idx] for c, v in extra.items()}
     if len(prompt) == 0:
         raise SpecError("workload.trace.path", spec.path, "a trace with at least one row of positive lengths")
+    rows = np.arange(1, len(prompt) + 1)
     if arrival is not None:
         order = np.argsort(arrival, kind="stable")
         if not (order == np.arange(len(order))).all():
-            arrival, prompt, output = arrival[order], prompt[order], output[order]
+            arrival, prompt, output, rows = arrival[order], prompt[order], output[order], rows[order]
             hashes = [hashes[i] for i in order] if hashes is not None else None
             extra = {c: v[order] for c, v in extra.items()}
         arrival = arrival - arrival[0]
-    return Trace(arrival, prompt.astype(np.int64), output.astype(np.int64), hashes, str(path), extra or None)
+    return Trace(arrival, prompt.astype(np.int64), output.astype(np.int64), hashes, str(path), extra or None,
+                 rows=rows)
 
 
 __all__ = ["KNOWN_LAYOUTS", "Trace", "load_trace"]

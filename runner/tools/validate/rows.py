@@ -18,8 +18,11 @@ def read_cases(path, model_configs: dict | None = None) -> list[Case]:
     from engine.errors import SpecError
 
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            return [build_case(r, model_configs) for r in csv.DictReader(f)]
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            cases = [build_case(r, model_configs) for r in csv.DictReader(f)]
+        if not cases:       # an empty file or a header alone: nothing to validate is no pass
+            raise SpecError("--csv", str(path), "a CSV of measured points with a header and at least one row")
+        return cases
     except UnicodeDecodeError as e:
         raise SpecError("--csv", str(path), f"UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at "
                         f"offset {e.start})") from None
