@@ -199,7 +199,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
             "identity": ident}
     meta.update(_sweep_meta())
     outputs.write_result(job_dir, result, to_yaml(resolved), meta)
-    timeline = getattr(result, "timeline", None)   # engine=des, engine.des.record_iterations=true
+    timeline = getattr(result, "timeline", None)   # engine=des, engine.des.outputs.record_iterations=true
     if timeline is not None:
         timeline.write_parquet(job_dir / "timeline.parquet")
     for name, frame in (getattr(result, "frames", None) or {}).items():   # DES cluster features

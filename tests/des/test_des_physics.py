@@ -43,7 +43,7 @@ def test_closed_loop_lock_step_batch_n(specs_with, n):
     # the analytical static batch of n: TTFT = analytical TTFT(B=n), TPOT = analytical TPOT(B=n),
     # and the decode batch is n throughout.
     specs = specs_with(arrival="closed_loop", concurrency=n, num_requests=3 * n)
-    sim = simulate(specs, DesSpec(record_iterations=True))
+    sim = simulate(specs, DesSpec(outputs=dict(record_iterations=True)))
     a = _analytical(specs, n)
     t = sim.result.table
     assert t["tpot_ms"].to_numpy() == pytest.approx(a["tpot_ms_p50"], rel=0.01)
@@ -75,7 +75,7 @@ def _pressure(specs_with, blocks):
     specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    return simulate(specs, DesSpec(num_kv_blocks=blocks))
+    return simulate(specs, DesSpec(kv=dict(num_kv_blocks=blocks)))
 
 
 @pytest.mark.parametrize("blocks", [0, 600])
@@ -133,12 +133,11 @@ def test_swap_preemption_conserves_and_never_recomputes(specs_with):
     specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    fast = simulate(specs, DesSpec(num_kv_blocks=600, preemption="swap", swap_bandwidth_gb_s=128))
+    fast = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600), scheduling=dict(preemption="swap", swap_bandwidth_gb_s=128)))
     s = fast.result.summary
     assert s["preemptions_total"] > 10 and s["recompute_tokens"] == 0
     assert s["num_completed"] == 300 and fast.state.tokens_out == s["output_tokens"]
-    slow = simulate(specs, DesSpec(num_kv_blocks=600, preemption="swap",
-                                   swap_bandwidth_gb_s=0.001)).result.summary
+    slow = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600), scheduling=dict(preemption="swap", swap_bandwidth_gb_s=0.001))).result.summary
     assert slow["e2e_ms_mean"] > fast.result.summary["e2e_ms_mean"]
 
 

@@ -39,7 +39,7 @@ class Trace:
     hashes: list | None
     path: str
     #: the trace's other numeric columns (name -> float64 per row), for request-class filters
-    #: (engine.des.classes: e.g. "client == 3" on a ServeGen trace)
+    #: (engine.des.clients.classes: e.g. "client == 3" on a ServeGen trace)
     columns: dict | None = None
 
     def __len__(self) -> int:
