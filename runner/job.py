@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 import runner
 from engine.errors import SpecError
 from runner import outputs
-from runner.convert import resolved_config, specs_from_config
+from runner.convert import resolved_config, specs_from_config, without_moved
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # polars comes with engine.result: imported where a result is handled
@@ -63,8 +63,9 @@ def git_commit() -> str:
 
 
 def result_config(cfg: DictConfig | dict) -> dict:
-    """The resolved config (a DictConfig, or its resolved container) without result-neutral keys."""
-    d = dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=True)
+    """The resolved config (a DictConfig, or its resolved container) without result-neutral keys
+    (nor the moved flat engine.des keys, runner.convert.without_moved)."""
+    d = without_moved(dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=True))
     for k in _NON_RESULT_KEYS:
         d.pop(k, None)
     return d
@@ -183,7 +184,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     Returns None when ``resume`` skips a job that already has a FINISHED run.
     """
     cfg = resolved_config(cfg)     # model.hf_config applied: the record names what is computed
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # once: hash, files and params use it
+    resolved = without_moved(OmegaConf.to_container(cfg, resolve=True))  # once: hash, files, params
     chash = config_hash(resolved)
     if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
         outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),

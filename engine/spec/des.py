@@ -402,6 +402,8 @@ class OutputsSpec:
 #: The sub-specs of DesSpec, by field name.
 SUBSPECS = {"scheduling": SchedulingSpec, "kv": KvSpec, "clients": ClientsSpec, "cluster": ClusterSpec,
             "power": PowerSpec, "outputs": OutputsSpec}
+#: Each sub-spec field's sub-spec (field names are unique across the sub-specs).
+_SUB_OF = {f.name: sub for sub, cls in SUBSPECS.items() for f in fields(cls)}
 
 
 @dataclass(frozen=True)
@@ -451,6 +453,13 @@ class DesSpec:
                                 f"recompute or swap for scheduler={s.scheduler} (only a policy "
                                 "that reserves prompt + output KV at admission, such as orca, never "
                                 "preempts)")
+
+    def __getattr__(self, name):
+        """Only for names not found: a setting of a sub-spec asked for at the top says where it is."""
+        sub = _SUB_OF.get(name)
+        if sub is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"DesSpec has no attribute {name!r}: it is des.{sub}.{name}")
 
     def with_(self, **subs) -> "DesSpec":
         """This spec with some fields changed: a sub-spec name with a mapping changes those fields
