@@ -50,12 +50,15 @@ TRIALS = "trials.jsonl"
 # ----------------------------------------------------------------------------- composing
 
 def _compose(overrides: list[str]):
+    """The composed config, moved keys at their new place (runner.convert.renamed), so that the
+    candidates' settings below are not overridden by an old key afterwards."""
     from runner.compose import compose
+    from runner.convert import renamed
 
     cfg = compose(overrides, ROOT / "conf")
     if cfg.get("plan") is None:
         cfg = compose(overrides + ["+plan=default"], ROOT / "conf")
-    return cfg
+    return renamed(cfg)
 
 
 def compose_candidates(overrides: list[str]):

@@ -97,9 +97,9 @@ def test_measurement_window_drops_warm_up_and_drain(specs_with):
 def test_bad_client_setting_names_field():
     from engine.errors import SpecError
 
-    with pytest.raises(SpecError, match=r"engine\.des\.length_jitter"):
+    with pytest.raises(SpecError, match=r"engine\.des\.clients\.length_jitter"):
         DesSpec(clients=dict(length_jitter=1.5))
-    with pytest.raises(SpecError, match=r"engine\.des\.think_time_dist"):
+    with pytest.raises(SpecError, match=r"engine\.des\.clients\.think_time_dist"):
         DesSpec(clients=dict(think_time_dist="gamma"))
 
 

@@ -67,23 +67,31 @@ def test_bad_profile_names_the_field(kw, field):
 
 
 def test_preemption_none_only_with_the_reservation_scheduler():
-    with pytest.raises(SpecError, match=r"engine\.des\.preemption"):
+    with pytest.raises(SpecError, match=r"engine\.des\.scheduling\.preemption"):
         DesSpec(scheduling=dict(preemption="none")).resolve(FrameworkSpec())
 
 
 def test_yaml_defaults_agree_with_the_specs_and_schemas():
     # conf/engine/des.yaml == DesSpec() == DesSchema(); conf/framework/generic.yaml == FrameworkSpec()
+    import dataclasses
     from dataclasses import asdict, fields
 
     from omegaconf import OmegaConf
 
-    from runner.schema import DesSchema
+    from runner.schema import DES_RENAMED, DesSchema
     from tests.conftest import CONF
 
     des_yaml = OmegaConf.to_container(OmegaConf.load(CONF / "engine" / "des.yaml"))["des"]
-    # a tuple field is a list in the config (its metadata's config_type)
-    spec = {f.name: (list(v) if isinstance(v, tuple) else v)
+
+    def plain(v):   # a tuple field is a list in the config (its metadata's config_type)
+        return list(v) if isinstance(v, tuple) else v
+
+    spec = {f.name: ({k: plain(x) for k, x in asdict(v).items()} if dataclasses.is_dataclass(v) else plain(v))
             for f in fields(DesSpec) if f.name != "framework" for v in [getattr(DesSpec(), f.name)]}
-    assert des_yaml == spec == asdict(DesSchema())
+    # the schema also takes the flat keys of before the sub-nodes, null unless given
+    moved = {old.rsplit(".", 1)[1] for old in DES_RENAMED}
+    schema = asdict(DesSchema())
+    assert all(schema.pop(k) is None for k in moved)
+    assert des_yaml == spec == schema
     s = compose_specs("framework=generic")   # the neutral profile equals FrameworkSpec's defaults
     assert s.framework == FrameworkSpec(sources=s.framework.sources)

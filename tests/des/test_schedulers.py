@@ -87,7 +87,7 @@ def test_replica_passes_the_real_decode_batch():
 def test_no_evict_with_chunked_context_splits_prompts_keeps_reservation(specs_with):
     # TensorRT-LLM chunked context: orca admits a 2048-token prompt in 512-token chunks (budget
     # 512) and still reserves prompt + output KV at admission (never preempts)
-    fw = FrameworkSpec().with_(scheduling=dict(scheduler="orca", max_num_batched_tokens=512, preemption="none"), chunked_prefill=True)
+    fw = replace(FrameworkSpec(), scheduler="orca", max_num_batched_tokens=512, preemption="none", chunked_prefill=True)
     specs = replace(specs_with(prompt_len=2048, output_len=4, num_requests=1), framework=fw)
     sim = simulate(specs, DesSpec(outputs=dict(record_iterations=True)))
     tl = sim.timeline.filter(sim.timeline["prefill_tokens"] > 0)
