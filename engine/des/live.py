@@ -37,7 +37,7 @@ live (the caller gets every token's time from ``advance``).
 """
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 

@@ -158,7 +158,8 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     cap, blocks, n_rep, sm, st, reps, feats = asm.cap, asm.blocks, asm.n_rep, asm.sm, asm.st, asm.reps, asm.feats
     make_cache = asm.make_cache
     devices = specs.partition.devices_per_replica * n_rep
-    bucket = (des.scheduling.bucket_rate_rps, des.scheduling.bucket_size) if des.scheduling.admission == "token_bucket" else None
+    sch = des.scheduling
+    bucket = (sch.bucket_rate_rps, sch.bucket_size) if sch.admission == "token_bucket" else None
     router, decode_router, handoff = Router(des.cluster.router, reps, st, des), None, None
     if des.cluster.prefill_replicas:
         pre, dec = reps[:des.cluster.prefill_replicas], reps[des.cluster.prefill_replicas:]   # roles set by assemble

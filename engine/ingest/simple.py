@@ -246,7 +246,8 @@ def _des_sections(c: dict, model_fields: dict, name: str, path: str, notes: list
     sch, wl = c["scheduler"], c["workload"]
     des = []
     if "max_batch_size" in sch:
-        des.append(f"engine.des.scheduling.max_num_seqs={int(_num('scheduler', 'max_batch_size', sch['max_batch_size']))}")
+        seqs = int(_num('scheduler', 'max_batch_size', sch['max_batch_size']))
+        des.append(f"engine.des.scheduling.max_num_seqs={seqs}")
     if "preemption" in sch:
         p = sch["preemption"]
         if not isinstance(p, bool):

@@ -95,7 +95,8 @@ class Probe:
         """One DES run of n requests at ``rate``: (verdict, metrics, failing)."""
         w = replace(self.specs.workload, num_requests=int(n), rate_rps=float(rate))
         span = (n - 1) / rate
-        des = self.specs.des.with_(clients=dict(warmup_s=self.rule.warmup_fraction * span, exclude_drain=False), outputs=dict(progress="off", record_iterations=False))
+        des = self.specs.des.with_(clients=dict(warmup_s=self.rule.warmup_fraction * span, exclude_drain=False),
+                                   outputs=dict(progress="off", record_iterations=False))
         res = simulate(replace(self.specs, workload=w, des=des), des).result
         self.runs += 1
         arr = res.table["arrival_s"].to_numpy()

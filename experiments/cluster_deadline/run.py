@@ -11,7 +11,6 @@ TTFT p99) from the simulations; nothing is tuned."""
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -2,8 +2,6 @@
 signals, cost, per-class metrics and detectors, counterfactual regret. Expected numbers are
 derived by hand in each test (integrals, block arithmetic, bandwidth division)."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -88,7 +86,8 @@ def test_tiers_evict_down_lru_and_promote_on_a_hit():
 def test_host_tier_transfer_time_from_the_hardware_host_link(base_specs):
     # Llama-3.1-8B KV per token: 2 x 32 layers x 8 heads x 128 x 2 bytes = 131,072 B; a 512-token
     # entry 67.1 MB; the H100's host link 64 GB/s per direction (datasheet: PCIe Gen5 128 GB/s)
-    h, d, hs, ds = tier_setup(base_specs, DesSpec(kv=dict(prefix_caching=True, kv_host_gb=100, kv_disk_gb=10, kv_disk_bandwidth_gb_s=5)), 512)
+    h, d, hs, ds = tier_setup(base_specs, DesSpec(kv=dict(prefix_caching=True, kv_host_gb=100, kv_disk_gb=10,
+                                                          kv_disk_bandwidth_gb_s=5)), 512)
     entry = 512 * 131072
     assert h == int(100e9 // entry) and d == int(10e9 // entry)
     assert hs == pytest.approx(entry / 64e9) and ds == pytest.approx(entry / 5e9)
@@ -135,7 +134,10 @@ def test_cost_is_replica_hours_times_devices_times_price(specs_with):
 
 def test_autoscaler_adds_replicas_under_a_spike_and_bills_provisioning(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=6.0, num_requests=2400, prompt_len=1024, output_len=256)
-    des = DesSpec(cluster=dict(replicas=1, autoscale="queue", autoscale_target=8, autoscale_max=4, autoscale_interval_s=10, provision_delay_s=30, traffic_shape="spike", traffic_peak_ratio=5, traffic_start_s=60, traffic_len_s=60, price_per_hour=1.0), outputs=dict(timeseries_s=10))
+    des = DesSpec(cluster=dict(replicas=1, autoscale="queue", autoscale_target=8, autoscale_max=4,
+                               autoscale_interval_s=10, provision_delay_s=30, traffic_shape="spike",
+                               traffic_peak_ratio=5, traffic_start_s=60, traffic_len_s=60, price_per_hour=1.0),
+                  outputs=dict(timeseries_s=10))
     s = simulate(specs, des).result.summary
     assert s["replicas_peak"] > 1
     assert s["scale_events"] >= 2

@@ -274,7 +274,8 @@ def test_lru_index_keeps_at_most_the_replica_cache_size():
 
 def test_prefix_index_runs_end_to_end(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=12.0, num_requests=600)
-    base = DesSpec(cluster=dict(replicas=3, router="weighted"), kv=dict(prefix_caching=True, num_kv_blocks=1500), clients=dict(session_turns=4, session_think_s=5, session_system_tokens=512))
+    base = DesSpec(cluster=dict(replicas=3, router="weighted"), kv=dict(prefix_caching=True, num_kv_blocks=1500),
+                   clients=dict(session_turns=4, session_think_s=5, session_system_tokens=512))
     for idx in ("events", "lru"):
         s = simulate(specs, base.with_(cluster=dict(prefix_index=idx))).result.summary
         assert s["num_completed"] == 600 and 0 < s["prefix_hit_rate"] < 1

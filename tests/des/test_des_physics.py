@@ -133,11 +133,13 @@ def test_swap_preemption_conserves_and_never_recomputes(specs_with):
     specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    fast = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600), scheduling=dict(preemption="swap", swap_bandwidth_gb_s=128)))
+    fast = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600),
+                                   scheduling=dict(preemption="swap", swap_bandwidth_gb_s=128)))
     s = fast.result.summary
     assert s["preemptions_total"] > 10 and s["recompute_tokens"] == 0
     assert s["num_completed"] == 300 and fast.state.tokens_out == s["output_tokens"]
-    slow = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600), scheduling=dict(preemption="swap", swap_bandwidth_gb_s=0.001))).result.summary
+    slow = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600),
+                                   scheduling=dict(preemption="swap", swap_bandwidth_gb_s=0.001))).result.summary
     assert slow["e2e_ms_mean"] > fast.result.summary["e2e_ms_mean"]
 
 

@@ -1,7 +1,5 @@
 """Schedulers, queue policies, admission control, replicas, routing and prefix caching."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -39,7 +37,8 @@ def test_sarathi_mixed_iteration_aggregates(base_specs, specs_with):
     sm = StepModel.from_specs(base_specs)
     stream = RequestStream(arrival_s=np.array([0.0, 0.05]), prompt=np.array([100, 400]),
                            output=np.array([50, 50]), priority=np.zeros(2, np.int8))
-    sim = simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512), outputs=dict(record_iterations=True)),
+    sim = simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512),
+                                  outputs=dict(record_iterations=True)),
                    stream=stream)
     tl = sim.timeline
     mixed = tl.filter(tl["prefill_tokens"] == 400)
@@ -147,8 +146,10 @@ def test_prefix_caching_on_mooncake_excerpt(specs_with):
     assert on["prefill_tokens"] == off["prefill_tokens"] - hit
     assert on["ttft_ms_p50"] <= off["ttft_ms_p50"] and on["ttft_ms_mean"] < off["ttft_ms_mean"]
     assert on["num_completed"] == off["num_completed"] == 200
-    two = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000), cluster=dict(replicas=2, router="prefix_affinity"))).result.summary
-    rr = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000), cluster=dict(replicas=2, router="round_robin"))).result.summary
+    two = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000),
+                                  cluster=dict(replicas=2, router="prefix_affinity"))).result.summary
+    rr = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000),
+                                 cluster=dict(replicas=2, router="round_robin"))).result.summary
     assert two["prefix_hit_rate"] > rr["prefix_hit_rate"]
 
 

@@ -23,7 +23,8 @@ def test_registry_has_every_policy_the_profiles_name():
 
 def _iterations(specs_with, scheduler, **wl):
     specs = specs_with(**wl)
-    sim = simulate(specs, DesSpec(scheduling=dict(scheduler=scheduler, chunk_size=512), outputs=dict(record_iterations=True)))
+    sim = simulate(specs, DesSpec(scheduling=dict(scheduler=scheduler, chunk_size=512),
+                                  outputs=dict(record_iterations=True)))
     return sim
 
 
@@ -125,7 +126,8 @@ def test_a_new_policy_is_one_registered_class(specs_with):
     assert Reserving.reserves_output and Reserving.chunks and not DecodeFirst.reserves_output
     try:
         fw = FrameworkSpec(scheduler="test_reserving_chunker", chunked_prefill=True)
-        des = DesSpec(scheduling=dict(scheduler="test_reserving_chunker", preemption="none", chunk_size=512, max_num_batched_tokens=8192)).resolve(fw)
+        des = DesSpec(scheduling=dict(scheduler="test_reserving_chunker", preemption="none", chunk_size=512,
+                                      max_num_batched_tokens=8192)).resolve(fw)
         assert des.token_budget == 512
         sim = simulate(specs_with(num_requests=20, arrival="poisson", rate_rps=20.0), des)
         assert np.isfinite(sim.state.completion).all() and sim.state.preemptions.sum() == 0

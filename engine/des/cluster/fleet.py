@@ -181,7 +181,8 @@ def make_fleet(specs, des, reps: list, n_rep: int, st, make_cache):
         raise SpecError("engine.des.cluster.prefill_replicas", des.cluster.prefill_replicas,
                         "0 with the cluster features (router=weighted, signal delay, autoscale, "
                         "sessions, time series ...): disaggregated pools are not supported there")
-    if des.cluster.autoscale != "none" and des.cluster.autoscale_max and des.cluster.autoscale_max < des.cluster.autoscale_min:
+    cl = des.cluster
+    if cl.autoscale != "none" and cl.autoscale_max and cl.autoscale_max < cl.autoscale_min:
         raise SpecError("engine.des.cluster.autoscale_max", des.cluster.autoscale_max,
                         f">= autoscale_min={des.cluster.autoscale_min}")
     price = des.cluster.price_per_hour or (specs.hardware.price_per_hour or 0.0)

@@ -261,8 +261,8 @@ def transform(stream: RequestStream, des) -> RequestStream:
         return stream
     if stream.users and (des.clients.session_turns or des.cluster.traffic_shape != "none"):
         from engine.errors import SpecError
-        raise SpecError("engine.des.clients.session_turns" if des.clients.session_turns else "engine.des.cluster.traffic_shape",
-                        des.clients.session_turns or des.cluster.traffic_shape,
+        key = "engine.des.clients.session_turns" if des.clients.session_turns else "engine.des.cluster.traffic_shape"
+        raise SpecError(key, des.clients.session_turns or des.cluster.traffic_shape,
                         "an open-loop workload (sessions and traffic shapes warp arrival times; "
                         "workload.arrival=closed_loop has none)")
     r_reason, r_sess, r_gap = (np.random.default_rng(s)

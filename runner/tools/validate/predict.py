@@ -60,7 +60,8 @@ class Runner:
             des = des_spec(cfg)
             if case.engine == "des":
                 des = des.with_(outputs=dict(progress="off"), clients=case.des,
-                                cluster=dict(replicas=replicas, **({"router": "least_outstanding"} if replicas > 1 else {})))
+                                cluster=dict(replicas=replicas,
+                                             **({"router": "least_outstanding"} if replicas > 1 else {})))
                 if replicas > 1:
                     case.how += f"; {replicas} data-parallel replicas"
             self._specs[case.id] = self._specs[key] = (specs, des)
