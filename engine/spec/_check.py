@@ -99,27 +99,18 @@ class OneOf:
 
 @dataclass(frozen=True)
 class Within:
-    """A number in [low, high] (``high_open``: [low, high)); ``expected`` words the range."""
+    """A number in [low, high] (``high_open``: [low, high); ``zero``: 0 too, the off value);
+    ``expected`` words the range."""
     low: float
     high: float
     expected: str
     high_open: bool = False
+    zero: bool = False
 
     def __call__(self, group, name, value):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value and (
-            value < self.high if self.high_open else value <= self.high)
-        if not ok:
-            raise SpecError(f"{group}.{name}", value, self.expected)
-
-
-@dataclass(frozen=True)
-class ZeroOrAtLeast:
-    """0 (off) or a number >= ``low``; ``expected`` words it."""
-    low: float
-    expected: str
-
-    def __call__(self, group, name, value):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value == 0 or value >= self.low)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            (self.zero and value == 0)
+            or (self.low <= value and (value < self.high if self.high_open else value <= self.high)))
         if not ok:
             raise SpecError(f"{group}.{name}", value, self.expected)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
 from engine.spec._check import (Bool, EachPositive, IntAtLeast, NonNegative, OneOf, Positive, Within,
-                                ZeroOrAtLeast, check_fields, non_negative, positive, positive_int)
+                                check_fields, positive)
 from engine.spec.framework import FrameworkSpec
 from engine.spec.meta import param
 from engine.spec.scheduling import scheduler_names, scheduler_traits
@@ -85,16 +85,16 @@ class RequestClass:
     """
 
     name: str = ""
-    share: float = 0.0
+    share: float = param(0.0, check=Within(0, 1, "a fraction in [0, 1]"))
     filter: str = ""
-    prompt_len: int = 0
-    output_len: int = 0
+    prompt_len: int = param(0, check=_INT0)
+    output_len: int = param(0, check=_INT0)
     prompt_dist: LengthDist = field(default_factory=LengthDist)
     output_dist: LengthDist = field(default_factory=LengthDist)
-    priority: int = 0
-    slo_ttft_ms: float = 0.0
-    slo_tpot_ms: float = 0.0
-    deadline_s: float = 0.0
+    priority: int = param(0, check=_INT0)
+    slo_ttft_ms: float = param(0.0, check=_NONNEG)
+    slo_tpot_ms: float = param(0.0, check=_NONNEG)
+    deadline_s: float = param(0.0, check=_NONNEG)
 
     def __post_init__(self):
         object.__setattr__(self, "prompt_dist", _coerce(LengthDist, self.prompt_dist))
@@ -103,8 +103,7 @@ class RequestClass:
     def check(self, group: str) -> None:
         if not (isinstance(self.name, str) and re.fullmatch(r"[A-Za-z0-9_]*", self.name)):
             raise SpecError(f"{group}.name", self.name, "letters, digits and _ (a metric-name part)")
-        if not (isinstance(self.share, (int, float)) and 0 <= self.share <= 1):
-            raise SpecError(f"{group}.share", self.share, "a fraction in [0, 1]")
+        check_fields(self, group)
         if self.filter:
             self.terms()
             if self.share:
@@ -112,11 +111,6 @@ class RequestClass:
                                 "(its members are the requests the filter matches)")
         elif not self.share > 0:
             raise SpecError(f"{group}.share", self.share, "a share > 0 (or a filter)")
-        positive_int(group, "prompt_len", self.prompt_len, minimum=0)
-        positive_int(group, "output_len", self.output_len, minimum=0)
-        positive_int(group, "priority", self.priority, minimum=0)
-        for f in ("slo_ttft_ms", "slo_tpot_ms", "deadline_s"):
-            non_negative(group, f, getattr(self, f))
         self.prompt_dist.check(f"{group}.prompt_dist")
         self.output_dist.check(f"{group}.output_dist")
 
@@ -133,8 +127,22 @@ class RequestClass:
         return out
 
 
+class _Checked:
+    """A sub-spec whose field rules (``param(check=...)``) run at construction, errors named
+    ``<_group>.<field>``; ``_cross`` holds the checks that tie its fields together."""
+
+    _group = "engine.des"
+
+    def __post_init__(self):
+        check_fields(self, self._group)
+        self._cross()
+
+    def _cross(self) -> None:
+        """No cross-field checks."""
+
+
 @dataclass(frozen=True)
-class SchedulingSpec:
+class SchedulingSpec(_Checked):
     """How one replica forms its batches (engine.des.schedulers, engine.des.admission).
 
     Settings a framework profile supplies when None (``FROM_FRAMEWORK``; see engine.spec.framework):
@@ -166,15 +174,14 @@ class SchedulingSpec:
 
     _group = "engine.des.scheduling"
 
-    def __post_init__(self):
-        check_fields(self, self._group)
+    def _cross(self):
         if self.admission == "token_bucket" and (self.bucket_rate_rps <= 0 or self.bucket_size < 1):
             raise SpecError(f"{self._group}.bucket_rate_rps", self.bucket_rate_rps,
                             "bucket_rate_rps > 0 and bucket_size >= 1 for admission=token_bucket")
 
 
 @dataclass(frozen=True)
-class KvSpec:
+class KvSpec(_Checked):
     """The paged KV cache of a replica (engine.des.kv) and its prefix cache.
 
     block_size: tokens per KV page; watermark: fraction of KV blocks kept free when admitting
@@ -198,12 +205,9 @@ class KvSpec:
 
     _group = "engine.des.kv"
 
-    def __post_init__(self):
-        check_fields(self, self._group)
-
 
 @dataclass(frozen=True)
-class ClientsSpec:
+class ClientsSpec(_Checked):
     """The benchmark client: how requests are sent and measured (engine.des.workload; all off by
     default).
 
@@ -247,7 +251,7 @@ class ClientsSpec:
     tpot_definition: str = param("decode", check=OneOf(TPOT_DEFINITIONS))
     arrival_dist: str = param("none", check=OneOf(ARRIVAL_DISTS))
     arrival_cv: float = param(1.0, check=_POS)
-    session_turns: float = param(0.0, check=ZeroOrAtLeast(1, "0 (no sessions) or a mean >= 1"))
+    session_turns: float = param(0.0, check=Within(1, float("inf"), "0 (no sessions) or a mean >= 1", zero=True))
     session_think_s: float = param(0.0, check=_NONNEG)
     session_system_tokens: int = param(0, check=_INT0)
     reasoning_fraction: float = param(0.0, check=Within(0, 1, "a fraction in [0, 1]"))
@@ -257,9 +261,8 @@ class ClientsSpec:
 
     _group = "engine.des.clients"
 
-    def __post_init__(self):
+    def _cross(self):
         g = self._group
-        check_fields(self, g)
         object.__setattr__(self, "classes", tuple(
             c if isinstance(c, RequestClass) else _request_class(c, i) for i, c in enumerate(self.classes)))
         for i, c in enumerate(self.classes):
@@ -274,7 +277,7 @@ class ClientsSpec:
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
+class ClusterSpec(_Checked):
     """Replicas behind a gateway (engine.des.cluster; all beyond replicas and router off by default).
 
     replicas: data-parallel replicas (0 = partition.dp) behind ``router``;
@@ -339,9 +342,8 @@ class ClusterSpec:
 
     _group = "engine.des.cluster"
 
-    def __post_init__(self):
+    def _cross(self):
         g = self._group
-        check_fields(self, g)
         if self.traffic_shape in ("spike", "ramp", "drain") and self.traffic_len_s <= 0:
             raise SpecError(f"{g}.traffic_len_s", self.traffic_len_s,
                             f"a length > 0 s for traffic_shape={self.traffic_shape}")
@@ -351,7 +353,7 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
-class PowerSpec:
+class PowerSpec(_Checked):
     """Device power and the TDP-driven throttle (engine.des.features.power).
 
     peak_power_ratio: unthrottled draw at full roofline utilisation / hardware.tdp (1 = TDP only
@@ -368,12 +370,9 @@ class PowerSpec:
 
     _group = "engine.des.power"
 
-    def __post_init__(self):
-        check_fields(self, self._group)
-
 
 @dataclass(frozen=True)
-class OutputsSpec:
+class OutputsSpec(_Checked):
     """What a run writes beside its summary (engine.des.metrics, engine.des.features.report).
 
     output_format: the per-request table as parquet | csv (table.csv);
@@ -394,9 +393,6 @@ class OutputsSpec:
     progress: str = param("auto", check=OneOf(PROGRESS))
 
     _group = "engine.des.outputs"
-
-    def __post_init__(self):
-        check_fields(self, self._group)
 
 
 #: The sub-specs of DesSpec, by field name.

@@ -164,10 +164,9 @@ def test_bound_terms_are_the_step_models_decode_pass():
     2 H (512 + 64) + 2 H 512 = 278,528 FLOPs (the old label used the former)."""
     from engine.analytical.step import StepModel
     from engine.des.run import decode_step_terms
-    from tests.conftest import compose_specs
+    from tests.fixtures import specs
 
-    sm = StepModel.from_specs(compose_specs("model=deepseek_v3", "hardware=h200", "partition=tp8",
-                                            "framework=generic"))
+    sm = StepModel.from_specs(specs(model="deepseek_v3", hardware="h200", partition="tp8", framework="generic"))
     assert sm.decode_flops_per_pair / sm.flops_per_pair == pytest.approx(278528 / 81920, rel=1e-9)
     B, c1, c2 = 64.0, 1000.0, 3000.0
     a, b = decode_step_terms(sm, B, c1), decode_step_terms(sm, B, c2)

@@ -16,23 +16,22 @@ from engine.spec import WorkloadSpec
 from engine.spec.analytical import SpecDecodeSpec
 
 from tests.conftest import compose_specs
-from tests.fixtures import NO_HOST_OVERRIDES
+from tests.fixtures import MODEL, NO_HOST, specs, with_fields
 
 DES = dict(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256), kv=dict(block_size=16))
-
 
 
 @pytest.fixture(scope="module")
 def l70b():
     # the profile's fitted host terms off: the engines' agreement and speculation's gain below
     # are about the passes
-    return compose_specs("model=llama_3_1_70b", "hardware=h100_sxm", "partition=tp4", *NO_HOST_OVERRIDES)
+    return with_fields(specs(model="llama_3_1_70b", hardware="h100_sxm", partition="tp4"), framework=NO_HOST)
 
 
-def _alone(specs, n=12, prompt=512, output=192, sd=None):
+def _alone(base, n=12, prompt=512, output=192, sd=None):
     wl = WorkloadSpec(prompt_len=prompt, output_len=output, num_requests=n, arrival="gamma",
                       rate_rps=0.05, arrival_cv=0.01)
-    s = replace(specs, workload=wl)
+    s = replace(base, workload=wl)
     if sd is not None:
         s = replace(s, analytical=replace(s.analytical, spec_decode=sd))
     return s
@@ -44,7 +43,7 @@ def test_spec_decode_des_matches_analytical_at_low_load(l70b, method):
     engine within 3 %: the DES draws the accepted tokens per step (seeded), the analytical
     engine divides by E[A]; TTFT (no draws) to 1e-9."""
     sd = SpecDecodeSpec(method=method, gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
-                        draft=compose_specs("model=llama_3_1_8b").model)
+                        draft=MODEL["llama_3_1_8b"])
     s = _alone(l70b, sd=sd)
     des = simulate(s, DesSpec(**DES)).result.summary
     ana = analytical_run(replace(s, workload=replace(s.workload, batch_size=1))).summary
@@ -114,11 +113,11 @@ def test_throttle_cap_by_hand():
 def test_throttle_off_changes_nothing_and_on_moves_the_tail():
     # the profile's host terms off: host time idles the GPU between passes, and the test needs
     # passes busy enough to ask more than TDP
-    specs = compose_specs("workload=poisson_chat", "workload.num_requests=300", *NO_HOST_OVERRIDES)
-    base = simulate(specs, DesSpec(**DES)).result
-    off = simulate(specs, DesSpec(power=dict(peak_power_ratio=1.3), **DES)).result         # throttle off
+    s = with_fields(specs(workload="poisson_chat"), workload=dict(num_requests=300), framework=NO_HOST)
+    base = simulate(s, DesSpec(**DES)).result
+    off = simulate(s, DesSpec(power=dict(peak_power_ratio=1.3), **DES)).result         # throttle off
     assert off.table["ttft_ms"].to_list() == base.table["ttft_ms"].to_list()
-    on = simulate(specs, DesSpec(power=dict(peak_power_ratio=1.3, throttle=True), **DES)).result
+    on = simulate(s, DesSpec(power=dict(peak_power_ratio=1.3, throttle=True), **DES)).result
     assert on.summary["throttled_fraction"] > 0 and on.summary["throttle_stretch_s"] > 0
     assert on.summary["ttft_ms_p99"] > base.summary["ttft_ms_p99"]
     assert on.summary["tpot_ms_p99"] > base.summary["tpot_ms_p99"]
@@ -131,7 +130,7 @@ def test_draft_kv_share_of_the_des_blocks(l70b):
     - activations), so the draft's weights come off whole (x usable only under free_fraction)."""
     plain = simulate(_alone(l70b, n=1, output=8), DesSpec(**DES)).result.summary
     sd = SpecDecodeSpec(method="draft", gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
-                        draft=compose_specs("model=llama_3_1_8b").model)
+                        draft=MODEL["llama_3_1_8b"])
     d = simulate(_alone(l70b, n=1, output=8, sd=sd), DesSpec(**DES)).result.summary
     u = l70b.kv_usable_fraction if l70b.framework.kv_rule == "free_fraction" else 1.0
     room = plain["kv_capacity_gb"] * 1e9 - 8.03e9 * 2 / 4 * u

@@ -6,7 +6,6 @@ refuses a bad value, naming the full key."""
 
 import dataclasses
 import json
-import math
 
 import pytest
 import yaml
@@ -145,9 +144,9 @@ def _bad(rule):
     if isinstance(rule, _check.Bool):
         return "yes"
     if isinstance(rule, _check.Within):
-        return rule.high if rule.high_open else (rule.low - 1 if math.isfinite(rule.low) else rule.high + 1)
-    if isinstance(rule, _check.ZeroOrAtLeast):
-        return rule.low / 2
+        if rule.zero:
+            return rule.low / 2       # between the off value 0 and the range
+        return rule.high if rule.high_open else rule.low - 1
     if isinstance(rule, _check.EachPositive):
         return (1.0, 0.0)
     raise AssertionError(f"no bad value for {rule!r}")
