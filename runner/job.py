@@ -249,6 +249,7 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
     ``swept`` (the batched sweeper's ``log_params=swept``): only the params under these override
     keys (``partition.tp``; a group such as ``hardware`` keeps all of ``hardware.*``) and every
     option's ``*.name``: the values that differ across the sweep, for a sweep of many cheap jobs.
+    An old key (runner.schema.RENAMED) keeps the params at its new place.
     """
     d = result_config(cfg)
     eng = dict(d.get("engine") or {})
@@ -258,8 +259,10 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
     flat = flatten(d)
     if swept is None:
         return flat
-    prefixes = tuple(k.lstrip("+~") + "." for k in swept)
-    keys = {k.lstrip("+~") for k in swept}
+    from runner.schema import RENAMED
+
+    keys = {RENAMED.get(k, k) for k in (k.lstrip("+~") for k in swept)}   # a moved key: its new place
+    prefixes = tuple(k + "." for k in keys)
     return {k: v for k, v in flat.items()
             if k in keys or k.startswith(prefixes) or k.endswith(".name") or k == "name"}
 

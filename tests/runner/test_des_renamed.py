@@ -74,6 +74,18 @@ def test_a_bad_old_key_value_names_the_new_key(cfg_of, fresh_said):
         convert.des_spec(cfg_of(*["engine=des", "engine.des.watermark=1.5"]))
 
 
+def test_swept_params_of_an_old_key_are_its_new_place(cfg_of, fresh_said):
+    from omegaconf import OmegaConf
+
+    from runner.job import run_params
+
+    cfg = OmegaConf.to_container(convert.resolved_config(cfg_of("engine=des", "engine.des.max_num_seqs=8")),
+                                 resolve=True)
+    some = run_params(cfg, ["engine.des.max_num_seqs"])
+    assert some["engine.des.scheduling.max_num_seqs"] == 8
+    assert "engine.des.max_num_seqs" not in run_params(cfg)     # the record holds it once
+
+
 def _job_dirs(root):
     return sorted(p.parent for p in root.rglob("summary.json"))
 
