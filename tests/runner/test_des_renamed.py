@@ -109,8 +109,9 @@ def test_cli_flat_key_runs_as_the_nested_one_and_records_it_once(tmp_path):
     assert "scheduler" not in des and "max_num_seqs" not in des   # no flat copy in the record
 
 
-def test_multirun_sweeps_the_flat_key(tmp_path):
-    r = run_cli(["-m", "engine=des", "engine.des.scheduler=vllm,sarathi", "engine.des.max_num_seqs=4",
+@pytest.mark.parametrize("sweeper", [[], ["hydra/sweeper=simllm"]], ids=["basic", "batched"])
+def test_multirun_sweeps_the_flat_key(tmp_path, sweeper):
+    r = run_cli(["-m", *sweeper, "engine=des", "engine.des.scheduler=vllm,sarathi", "engine.des.max_num_seqs=4",
                  "workload.num_requests=12", "workload.prompt_len=64", "workload.output_len=8",
                  "tracking.enabled=false", "print_table=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
                 cwd=tmp_path)
