@@ -65,27 +65,16 @@ class IntAtLeast:
 
 
 @dataclass(frozen=True)
-class Positive:
-    """A finite number > 0."""
+class Helper:
+    """The rule that is one of the helpers above, called as it is (``positive``, ...)."""
+    helper: object
 
     def __call__(self, group, name, value):
-        positive(group, name, value)
+        self.helper(group, name, value)
 
 
-@dataclass(frozen=True)
-class NonNegative:
-    """A finite number >= 0."""
-
-    def __call__(self, group, name, value):
-        non_negative(group, name, value)
-
-
-@dataclass(frozen=True)
-class Bool:
-    """True or false."""
-
-    def __call__(self, group, name, value):
-        boolean(group, name, value)
+#: A finite number > 0; a finite number >= 0; true or false.
+POSITIVE, NON_NEGATIVE, BOOL = Helper(positive), Helper(non_negative), Helper(boolean)
 
 
 @dataclass(frozen=True)

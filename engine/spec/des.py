@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from engine.errors import SpecError
-from engine.spec._check import (Bool, EachPositive, IntAtLeast, NonNegative, OneOf, Positive, Within,
+from engine.spec._check import (BOOL, NON_NEGATIVE, POSITIVE, EachPositive, IntAtLeast, OneOf, Within,
                                 check_fields, positive)
 from engine.spec.framework import FrameworkSpec
 from engine.spec.meta import param
@@ -63,7 +63,7 @@ TPOT_DEFINITIONS = ("decode", "per_output_token")
 _FILTER_TERM = r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d*)?)\s*"
 
 #: Field rules used by many fields.
-_INT0, _INT1, _POS, _NONNEG, _BOOL = IntAtLeast(0), IntAtLeast(1), Positive(), NonNegative(), Bool()
+_INT0, _INT1, _POS, _NONNEG, _BOOL = IntAtLeast(0), IntAtLeast(1), POSITIVE, NON_NEGATIVE, BOOL
 
 
 @dataclass(frozen=True)

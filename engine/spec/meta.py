@@ -16,7 +16,7 @@ Each spec field may carry, in ``dataclasses.field(metadata=...)`` (made by ``par
               (``overlap: none`` for 0.0)
     config    False: not a config field (filled by the runner, e.g. DesSpec.framework)
     check     the field's validity rule (an ``engine.spec._check`` rule: ``IntAtLeast(0)``,
-              ``OneOf(...)``, ``Within(0, 1, ...)``); ``check_fields`` runs every field's rule, so
+              ``POSITIVE``, ``OneOf(...)``, ``Within(0, 1, ...)``); ``check_fields`` runs every field's rule, so
               a range, choice or sign is declared once, beside the field (a None default: None
               passes, the framework profile's value)
 

@@ -148,13 +148,13 @@ def _bad(rule):
     """A value the rule must refuse, chosen from the rule's own parameters."""
     if isinstance(rule, _check.IntAtLeast):
         return rule.minimum - 1
-    if isinstance(rule, (_check.Positive,)):
+    if rule is _check.POSITIVE:
         return 0.0
-    if isinstance(rule, _check.NonNegative):
+    if rule is _check.NON_NEGATIVE:
         return -1.0
     if isinstance(rule, _check.OneOf):
         return "bogus"
-    if isinstance(rule, _check.Bool):
+    if rule is _check.BOOL:
         return "yes"
     if isinstance(rule, _check.Within):
         if rule.zero:
