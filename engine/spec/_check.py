@@ -65,16 +65,16 @@ class IntAtLeast:
 
 
 @dataclass(frozen=True)
-class Helper:
-    """The rule that is one of the helpers above, called as it is (``positive``, ...)."""
-    helper: object
+class FunctionRule:
+    """The rule that is one of the functions above, called as it is (``positive``, ...)."""
+    function: object
 
     def __call__(self, group, name, value):
-        self.helper(group, name, value)
+        self.function(group, name, value)
 
 
 #: A finite number > 0; a finite number >= 0; true or false.
-POSITIVE, NON_NEGATIVE, BOOL = Helper(positive), Helper(non_negative), Helper(boolean)
+POSITIVE, NON_NEGATIVE, BOOL = FunctionRule(positive), FunctionRule(non_negative), FunctionRule(boolean)
 
 
 @dataclass(frozen=True)
