@@ -36,18 +36,17 @@ def main():
     a = ap.parse_args()
     specs = compose_specs("engine=des", "workload=azure_conv", f"workload.num_requests={a.requests}",
                           "workload.rate_rps=40", "calibration.per_request_overhead=0")
-    off = DesSpec(replicas=4, router="least_outstanding")
-    on = DesSpec(replicas=4, router="weighted", signal_delay_s=1.0, session_turns=3, session_think_s=10,
-                 session_system_tokens=512, traffic_shape="diurnal", traffic_peak_ratio=3,
-                 traffic_period_s=a.requests / 40.0, prefix_caching=True, kv_host_gb=64,
-                 shed_outstanding=200, timeout_s=60, autoscale="queue", autoscale_target=16,
-                 autoscale_min=2, autoscale_max=6, provision_delay_s=60, timeseries_s=10,
-                 record_decisions=True, price_per_hour=3.0)
-    from dataclasses import replace
-    more = replace(on, deadline_s=60.0, prefix_index="events", classes=(
+    off = DesSpec(cluster=dict(replicas=4, router="least_outstanding"))
+    on = DesSpec(cluster=dict(replicas=4, router="weighted", signal_delay_s=1.0, traffic_shape="diurnal",
+                              traffic_peak_ratio=3, traffic_period_s=a.requests / 40.0, shed_outstanding=200,
+                              timeout_s=60, autoscale="queue", autoscale_target=16, autoscale_min=2, autoscale_max=6,
+                              provision_delay_s=60, price_per_hour=3.0),
+                 clients=dict(session_turns=3, session_think_s=10, session_system_tokens=512),
+                 kv=dict(prefix_caching=True, kv_host_gb=64), outputs=dict(timeseries_s=10, record_decisions=True))
+    more = on.with_(cluster=dict(deadline_s=60.0, prefix_index="events"), clients=dict(classes=(
         {"name": "chat", "share": 0.7, "priority": 0, "slo_ttft_ms": 1000},
         {"name": "long", "share": 0.3, "prompt_len": 4096, "output_len": 512, "priority": 1,
-         "prompt_dist": {"kind": "lognormal", "sigma": 0.6}, "slo_ttft_ms": 5000}))
+         "prompt_dist": {"kind": "lognormal", "sigma": 0.6}, "slo_ttft_ms": 5000})))
     for name, des in (("features off", off), ("features on", on), ("+ classes etc", more)):
         cpu, wall, r = _measure(specs, des)
         n = r.summary["num_requests"]

@@ -46,7 +46,8 @@ def main():
                              "rate_rps": args.rate, "num_requests": n, "trace": {"path": args.trace}})
         specs = replace(base, workload=WorkloadSpec(**wl))
         sim = bench.region(f"simulate(), {n:,} requests",
-                           lambda: simulate(specs, DesSpec(scheduler=args.scheduler, progress="off")),
+                           lambda: simulate(specs, DesSpec(scheduling=dict(scheduler=args.scheduler),
+                                                           outputs=dict(progress="off"))),
                            n=n, unit="requests", warmup=0)
         row = bench.rows[-1]
         cpu, wall = row["cpu_s"]["min"], row["wall_s"]["min"]

@@ -25,9 +25,9 @@ def main():
     bench.region("plain (hardware.tdp=null: no energy)", lambda: simulate(no_tdp), n=n, unit="requests")
     bench.region("default (energy accounted)", lambda: simulate(s), n=n, unit="requests")
     bench.region("TDP throttle (peak_power_ratio 1.3)",
-                 lambda: simulate(s, DesSpec(throttle=True, peak_power_ratio=1.3)), n=n, unit="requests")
+                 lambda: simulate(s, DesSpec(power=dict(throttle=True, peak_power_ratio=1.3))), n=n, unit="requests")
     bench.region("speculative decoding (mtp, alpha 0.7)", lambda: simulate(mtp), n=n, unit="requests")
-    bench.region("token timestamps", lambda: simulate(s, DesSpec(token_times=True)), n=n, unit="requests")
+    bench.region("token timestamps", lambda: simulate(s, DesSpec(outputs=dict(token_times=True))), n=n, unit="requests")
     bench.finish()
 
 

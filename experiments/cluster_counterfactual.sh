@@ -7,5 +7,5 @@ set -euo pipefail
 OUT=${OUT:-outputs/cluster_cf}
 simllm engine=des framework=generic model=llama_3_1_8b hardware=h100_sxm workload=azure_conv workload.num_requests=3000 \
   workload.rate_rps=${RATE:-24} workload.priority_fraction=0.3 tracking.enabled=false \
-  'engine.des.class_slo_ttft_ms=[500,5000]' 'engine.des.counterfactual="queue_policy=priority"' \
-  engine.des.timeseries_s=10 hydra.run.dir="$OUT"
+  'engine.des.class_slo_ttft_ms=[500,5000]' 'engine.des.counterfactual="scheduling.queue_policy=priority"' \
+  engine.des.outputs.timeseries_s=10 hydra.run.dir="$OUT"

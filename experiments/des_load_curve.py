@@ -35,10 +35,10 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "outputs" / "des_load_curve"))
     args = ap.parse_args()
     base = compose_specs(["framework=generic"], experiments=False)   # as recorded
-    des = DesSpec(progress="off").resolve(base.framework)   # scheduler limits from the profile
+    des = DesSpec(outputs=dict(progress="off")).resolve(base.framework)   # scheduler limits from the profile
     S, N = 512, 128
     grid = sweep(replace(base, workload=WorkloadSpec(prompt_len=S, output_len=N)),
-                 batch_size=np.arange(1, des.max_num_seqs + 1))
+                 batch_size=np.arange(1, des.scheduling.max_num_seqs + 1))
     grid = grid.filter(grid["fits_in_memory"])
     best = grid.sort("throughput_tok_s", descending=True).row(0, named=True)
     cap_rps = best["throughput_tok_s"] / N

@@ -212,11 +212,12 @@ _SAID: set = set()
 
 def renamed(cfg: DictConfig) -> DictConfig:
     """``cfg`` with the values of moved keys (runner.schema.RENAMED: ``calibration.kernels`` ->
-    ``calibration.cost.backend``, ...) at their new place and the old keys null; a one-line
-    deprecation line on stderr per old key given (once per process). An old key, when given, wins over the new one's default.
-    Returns ``cfg`` itself when no old key is set, else a changed copy."""
-    import sys
-
+    ``calibration.cost.backend``, ``engine.des.max_num_seqs`` -> ``engine.des.scheduling.max_num_seqs``,
+    ...) at their new place and the old keys null; the same for the old keys inside
+    ``engine.des.counterfactual`` ("queue_policy=priority" -> "scheduling.queue_policy=priority").
+    A one-line deprecation line on stderr per old key given (once per process). An old key, when
+    given, wins over the new one's default. Returns ``cfg`` itself when no old key is set, else a
+    changed copy."""
     from runner.schema import RENAMED
 
     out = cfg
@@ -224,13 +225,58 @@ def renamed(cfg: DictConfig) -> DictConfig:
         value = OmegaConf.select(cfg, old)
         if value is None:
             continue
-        if old not in _SAID:      # one line per old key per process (a sweep converts many jobs)
-            _SAID.add(old)
-            print(f"simllm: {old} is deprecated, use {new} (taken as {new}={value})", file=sys.stderr)
+        _deprecated(old, new, value)
         out = copy.deepcopy(cfg) if out is cfg else out
         OmegaConf.update(out, new, value, merge=False)
         OmegaConf.update(out, old, None)
+    cf = OmegaConf.select(cfg, _CF_KEY)
+    new_cf = _renamed_counterfactual(cf) if cf else cf
+    if new_cf != cf:
+        out = copy.deepcopy(cfg) if out is cfg else out
+        OmegaConf.update(out, _CF_KEY, new_cf)
     return out
+
+
+_CF_KEY = "engine.des.counterfactual"
+
+
+def without_moved(resolved: dict) -> dict:
+    """A resolved config container without the flat engine.des keys of runner.schema.DES_RENAMED
+    (null once ``renamed`` moved them), so the record (config.yaml, params, hash) holds each DES
+    setting once, at its new key. ``resolved`` is left alone; a changed copy comes back."""
+    from runner.schema import DES_RENAMED
+
+    des = (resolved.get("engine") or {}).get("des")
+    if not isinstance(des, dict):
+        return resolved
+    flat = {old.rsplit(".", 1)[1] for old in DES_RENAMED}
+    return {**resolved, "engine": {**resolved["engine"],
+                                   "des": {k: v for k, v in des.items() if not (k in flat and v is None)}}}
+
+
+def _deprecated(old: str, new: str, value) -> None:
+    """The one deprecation line of an old key (once per process: a sweep converts many jobs)."""
+    import sys
+
+    if old not in _SAID:
+        _SAID.add(old)
+        print(f"simllm: {old} is deprecated, use {new} (taken as {new}={value})", file=sys.stderr)
+
+
+def _renamed_counterfactual(text: str) -> str:
+    """The counterfactual's "key=value,..." with old flat engine.des keys at their new place."""
+    from runner.schema import RENAMED
+
+    parts = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        new = RENAMED.get(f"engine.des.{key.strip()}")
+        if sep and new:
+            rel = new[len("engine.des."):]
+            _deprecated(f"{_CF_KEY} key {key.strip()}", f"{_CF_KEY} key {rel}", value)
+            part = f"{rel}={value}"
+        parts.append(part)
+    return ",".join(parts)
 
 
 def calibration_spec(cfg: DictConfig) -> CalibrationSpec:
@@ -298,7 +344,7 @@ def des_spec(cfg: DictConfig):
     scheduler settings are taken from the framework profile when the DES runs)."""
     from engine.spec.des import DesSpec
 
-    node = cfg.engine.get("des")
+    node = renamed(cfg).engine.get("des")
     if node is None:
         return DesSpec()
     return from_mapping(DesSpec, OmegaConf.to_container(node, resolve=True), "engine.des")

@@ -55,9 +55,10 @@ def _config_default(f, md):
 
 
 @functools.lru_cache(maxsize=None)
-def schema_of(cls, name: str | None = None, front: tuple = ()) -> type:
+def schema_of(cls, name: str | None = None, front: tuple = (), extra: tuple = ()) -> type:
     """The Hydra schema dataclass of spec class ``cls``: ``front`` ((key, type, default), ...)
-    first (e.g. the option's ``name``), then its fields, then ``cls.CONFIG_EXTRA``."""
+    first (e.g. the option's ``name``), then its fields, then ``cls.CONFIG_EXTRA``, then ``extra``
+    (keys the runner accepts beside the spec's, e.g. moved keys)."""
     specs = []
     for key, typ, default in (*front, *getattr(cls, "CONFIG_EXTRA", ())):
         specs.append((key, typ, _field_default(default)))
@@ -70,8 +71,10 @@ def schema_of(cls, name: str | None = None, front: tuple = ()) -> type:
             specs.append((md["key"], schema_of(nested), dataclasses.field(default_factory=schema_of(nested))))
         else:
             specs.append((md["key"], _config_type(f, md), _field_default(_config_default(f, md))))
+    for key, typ, default in extra:
+        specs.append((key, typ, _field_default(default)))
     order = [k for k, _, _ in front] + [md["key"] for _, md in config_fields(cls)] + \
-        [k for k, _, _ in getattr(cls, "CONFIG_EXTRA", ())]
+        [k for k, _, _ in getattr(cls, "CONFIG_EXTRA", ())] + [k for k, _, _ in extra]
     specs.sort(key=lambda s: order.index(s[0]))
     return dataclasses.make_dataclass(name or cls.__name__.replace("Spec", "Schema"), specs)
 

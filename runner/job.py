@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 import runner
 from engine.errors import SpecError
 from runner import outputs
-from runner.convert import resolved_config, specs_from_config
+from runner.convert import resolved_config, specs_from_config, without_moved
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # polars comes with engine.result: imported where a result is handled
@@ -63,8 +63,9 @@ def git_commit() -> str:
 
 
 def result_config(cfg: DictConfig | dict) -> dict:
-    """The resolved config (a DictConfig, or its resolved container) without result-neutral keys."""
-    d = dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=True)
+    """The resolved config (a DictConfig, or its resolved container) without result-neutral keys
+    (nor the moved flat engine.des keys, runner.convert.without_moved)."""
+    d = without_moved(dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=True))
     for k in _NON_RESULT_KEYS:
         d.pop(k, None)
     return d
@@ -183,7 +184,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     Returns None when ``resume`` skips a job that already has a FINISHED run.
     """
     cfg = resolved_config(cfg)     # model.hf_config applied: the record names what is computed
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # once: hash, files and params use it
+    resolved = without_moved(OmegaConf.to_container(cfg, resolve=True))  # once: hash, files, params
     chash = config_hash(resolved)
     if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
         outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),
@@ -199,7 +200,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
             "identity": ident}
     meta.update(_sweep_meta())
     outputs.write_result(job_dir, result, to_yaml(resolved), meta)
-    timeline = getattr(result, "timeline", None)   # engine=des, engine.des.record_iterations=true
+    timeline = getattr(result, "timeline", None)   # engine=des, engine.des.outputs.record_iterations=true
     if timeline is not None:
         timeline.write_parquet(job_dir / "timeline.parquet")
     for name, frame in (getattr(result, "frames", None) or {}).items():   # DES cluster features
@@ -248,6 +249,7 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
     ``swept`` (the batched sweeper's ``log_params=swept``): only the params under these override
     keys (``partition.tp``; a group such as ``hardware`` keeps all of ``hardware.*``) and every
     option's ``*.name``: the values that differ across the sweep, for a sweep of many cheap jobs.
+    An old key (runner.schema.RENAMED) keeps the params at its new place.
     """
     d = result_config(cfg)
     eng = dict(d.get("engine") or {})
@@ -257,8 +259,10 @@ def run_params(cfg: DictConfig | dict, swept: list[str] | None = None) -> dict:
     flat = flatten(d)
     if swept is None:
         return flat
-    prefixes = tuple(k.lstrip("+~") + "." for k in swept)
-    keys = {k.lstrip("+~") for k in swept}
+    from runner.schema import RENAMED
+
+    keys = {RENAMED.get(k, k) for k in (k.lstrip("+~") for k in swept)}   # a moved key: its new place
+    prefixes = tuple(k + "." for k in keys)
     return {k: v for k, v in flat.items()
             if k in keys or k.startswith(prefixes) or k.endswith(".name") or k == "name"}
 

@@ -39,7 +39,7 @@ def _jsonable(v):
 
 def write_result(job_dir: Path, result: "RunResult", resolved_yaml: str, meta: dict) -> list[Path]:
     """Write summary.json, table.parquet (table.csv when the result asks for csv:
-    engine.des.output_format), assumptions.md and config.yaml into ``job_dir``."""
+    engine.des.outputs.output_format), assumptions.md and config.yaml into ``job_dir``."""
     job_dir.mkdir(parents=True, exist_ok=True)
     summary = {k: _jsonable(v) for k, v in result.summary.items()}
     doc = {"summary": summary, **meta}

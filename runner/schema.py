@@ -8,6 +8,7 @@ unit ("4.8 TB/s", "141 GB"); ``runner.convert`` turns them into SI floats once, 
 engine, tracking, paths and top-level nodes are written here.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -15,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 
 from engine.spec import CalibrationSpec, HardwareSpec, ModelSpec, NoiseSpec, PartitionSpec, WorkloadSpec
 from engine.spec.analytical import AnalyticalSpec, DisaggSpec, ParetoSpec, SpecDecodeSpec
-from engine.spec.des import DesSpec
+from engine.spec.des import SUBSPECS, DesSpec
 from engine.spec.framework import FrameworkSpec
 from engine.spec.meta import units
 from engine.spec.workload import LengthDist, TraceSpec
@@ -57,8 +58,12 @@ NoiseSchema = schema_of(NoiseSpec)
 #: Config keys that moved, old -> new (full keys). The old ones are still accepted, on the command
 #: line and in YAML, with a one-line deprecation message; ``runner.convert`` moves their values.
 #: The operator-cost switch and its exclusions became ``calibration.cost`` (CostSpec).
+#: The DES settings moved under their concern's sub-node (DesSpec's sub-specs: engine.des.max_num_seqs
+#: -> engine.des.scheduling.max_num_seqs, engine.des.block_size -> engine.des.kv.block_size, ...).
+DES_RENAMED = {f"engine.des.{f.name}": f"engine.des.{sub}.{f.name}"
+               for sub, cls in SUBSPECS.items() for f in dataclasses.fields(cls)}
 RENAMED = {"calibration.kernels": "calibration.cost.backend",
-           "calibration.transfer_exclude": "calibration.cost.transfer_exclude"}
+           "calibration.transfer_exclude": "calibration.cost.transfer_exclude", **DES_RENAMED}
 
 #: CalibrationSpec's fields, its ``cost`` sub-node among them, and its CONFIG_EXTRA: provenance and
 #: the old keys of RENAMED (null = not given).
@@ -69,9 +74,10 @@ CalibrationSchema = schema_of(CalibrationSpec)
 FrameworkSchema = schema_of(FrameworkSpec)
 
 
-#: engine.des (DesSpec; defaults in conf/engine/des.yaml): the scheduler settings a framework
-#: fixes are null there (null = the framework profile's).
-DesSchema = schema_of(DesSpec)
+#: engine.des (DesSpec; defaults in conf/engine/des.yaml): a sub-node per sub-spec; the scheduler
+#: settings a framework fixes are null there (null = the framework profile's). The flat keys of
+#: DES_RENAMED are accepted too (null = not given) and moved by ``runner.convert.renamed``.
+DesSchema = schema_of(DesSpec, extra=tuple((old.rsplit(".", 1)[1], Optional[Any], None) for old in DES_RENAMED))
 
 
 DisaggSchema = schema_of(DisaggSpec, "DisaggSchema")

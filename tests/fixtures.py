@@ -12,6 +12,7 @@ from dataclasses import replace
 from engine.spec import (AnalyticalSpec, CalibrationSpec, DesSpec, DisaggSpec, FrameworkSpec,
                          HardwareSpec, ModelSpec, PartitionSpec, Specs, WorkloadSpec)
 from engine.spec.calibration import CostSpec
+from engine.spec.workload import LengthDist
 
 #: conf/hardware/NAME.yaml
 HARDWARE = {
@@ -38,6 +39,7 @@ MODEL = {
 PARTITION = {
     'tp1': PartitionSpec(),
     'tp2': PartitionSpec(tp=2),
+    'tp4': PartitionSpec(tp=4),
     'tp8': PartitionSpec(tp=8),
 }
 
@@ -45,6 +47,7 @@ PARTITION = {
 WORKLOAD = {
     'chat': WorkloadSpec(prompt_len=512, output_len=128, batch_size=16, name='chat'),
     'specsheet_512': WorkloadSpec(prompt_len=512, output_len=128, name='specsheet_512'),
+    'poisson_chat': WorkloadSpec(prompt_len=512, output_len=128, batch_size=16, name='poisson_chat', num_requests=1000, arrival='poisson', rate_rps=10.0, prompt_dist=LengthDist(kind='lognormal', low=8, high=8192, sigma=0.8), output_dist=LengthDist(kind='lognormal', low=2, high=2048, sigma=0.6)),
 }
 
 #: conf/calibration/NAME.yaml

@@ -135,7 +135,7 @@ class Problem:
         itl50 = None if m.itl_p50_ms is None else np.asarray(m.itl_p50_ms, float)[order]
         ok = None if itl50 is None else np.isfinite(itl50) & (itl50 > 0)
         self.meas_itl50 = itl50 if ok is not None and ok.sum() >= 5 else None
-        self._des_tt = replace(des, token_times=True) if self.meas_itl50 is not None else None
+        self._des_tt = des.with_(outputs=dict(token_times=True)) if self.meas_itl50 is not None else None
 
     def simulate(self, p: dict, noise: bool = True, token_times: bool = False):
         """SimResult of the measured stream under parameters ``p`` (with per-token times if

@@ -118,7 +118,7 @@ def itl_quantiles_ms(state, qs) -> list:
 def from_simulation(sim, workload: dict, path: str = "<simulated>") -> Measurement:
     """A Measurement made from a DES SimResult (the round-trip test's 'measurement'): the
     completed requests, and the ITL distribution as the DES's histogram (``itl_cdf``); with the
-    DES's token times (``engine.des.token_times``) also each request's median gap (``itl_p50_ms``)."""
+    DES's token times (``engine.des.outputs.token_times``) also each request's median gap (``itl_p50_ms``)."""
     table = sim.result.table
     done = table.filter(pl.col("completion_s").is_not_nan() & pl.col("completion_s").is_not_null())
     t = pl.DataFrame({

@@ -48,8 +48,10 @@ Extension points (touch counts):
     a fleet control      engine/des/cluster/<job>.py + its calls from the ``Fleet`` hooks
                          (cluster/fleet.py) + its settings in engine/spec/des.py: 3 files
 
-``run(specs)`` and ``simulate(specs)`` read their settings from ``specs.des`` (DesSpec), whose null
-scheduler settings come from ``specs.framework`` (FrameworkSpec); a DesSpec passed explicitly
+``run(specs)`` and ``simulate(specs)`` read their settings from ``specs.des`` (DesSpec, one sub-spec
+per concern: ``des.scheduling``, ``des.kv``, ``des.clients``, ``des.cluster``, ``des.power``,
+``des.outputs``; engine/spec/des.py), whose null scheduler settings come from ``specs.framework``
+(FrameworkSpec); a DesSpec passed explicitly
 replaces ``specs.des``. Step times come from ``engine.analytical.step``. No Hydra, OmegaConf or
 MLflow here.
 """

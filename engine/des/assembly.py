@@ -35,7 +35,7 @@ class Assembly:
     stream: RequestStream
     cap: KvCapacity          # engine.des.kv.kv_capacity of one replica
     blocks: int              # KV blocks per replica (0 or less: the deployment does not fit)
-    n_rep: int               # replicas serving at the start (des.replicas or partition.dp)
+    n_rep: int               # replicas serving at the start (des.cluster.replicas or partition.dp)
     sm: StepModel
     noise: object            # step-time noise hook or None
     st: State
@@ -46,16 +46,16 @@ class Assembly:
 
 def assemble(specs: Specs, des: DesSpec, stream: RequestStream, noise=None) -> Assembly:
     """Build the replicas of deployment (``specs``, resolved ``des``) for ``stream``: KV blocks
-    from the memory left beside the weights and activations (``des.num_kv_blocks`` overrides;
+    from the memory left beside the weights and activations (``des.kv.num_kv_blocks`` overrides;
     a speculative draft's share off), one prefix cache each when prefix caching is on, swap
     preemption's transfer rate, the step model with the calibration's noise (``noise`` replaces
     it), and the enabled features attached (engine.des.features.build). Disaggregated pools: the
     first ``prefill_replicas`` replicas get role ``prefill``, the others ``decode``."""
-    cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-    blocks = des.num_kv_blocks or replica_blocks(specs, des, cap)
-    n_rep = des.replicas or specs.partition.dp
-    if des.prefill_replicas and des.prefill_replicas >= n_rep:
-        raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
+    cap = kv_capacity(specs, des.kv.block_size, des.scheduling.max_num_batched_tokens, des.scheduling.max_num_seqs)
+    blocks = des.kv.num_kv_blocks or replica_blocks(specs, des, cap)
+    n_rep = des.cluster.replicas or specs.partition.dp
+    if des.cluster.prefill_replicas and des.cluster.prefill_replicas >= n_rep:
+        raise SpecError("engine.des.cluster.prefill_replicas", des.cluster.prefill_replicas,
                         f"fewer than the {n_rep} replicas (at least one must decode)")
     sm = StepModel.from_specs(specs)
     if noise is None:  # the calibration's jump-diffusion noise (None when calibration.noise is off)
@@ -67,13 +67,13 @@ def assemble(specs: Specs, des: DesSpec, stream: RequestStream, noise=None) -> A
     for i in range(pool_size(des, n_rep)):
         pc = make_cache() if make_cache is not None else None
         reps.append(Replica(i, st, des, blocks, one, many, pc, stream.block_tokens))
-        if des.preemption == "swap":
+        if des.scheduling.preemption == "swap":
             reps[-1].swap_s_per_token = swap_s_per_token(specs, des)
     feats = features.build(specs, des, sm, noise, reps, st)
-    if des.prefill_replicas:
-        for r in reps[:des.prefill_replicas]:
+    if des.cluster.prefill_replicas:
+        for r in reps[:des.cluster.prefill_replicas]:
             r.role = "prefill"
-        for r in reps[des.prefill_replicas:]:
+        for r in reps[des.cluster.prefill_replicas:]:
             r.role = "decode"
     return Assembly(specs, des, stream, cap, blocks, n_rep, sm, noise, st, reps, feats, make_cache)
 

@@ -37,7 +37,7 @@ live (the caller gets every token's time from ``advance``).
 """
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,22 +78,22 @@ class LiveEngine:
     def __init__(self, specs: Specs, des: DesSpec | None = None, *, capacity: int = 1024,
                  noise=None, block_tokens: int = 512):
         specs, des = deployment(specs, des)
-        if des.prefill_replicas:
-            raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
+        if des.cluster.prefill_replicas:
+            raise SpecError("engine.des.cluster.prefill_replicas", des.cluster.prefill_replicas,
                             "0: disaggregated pools are not served live")
-        if des.admission == "token_bucket":
-            raise SpecError("engine.des.admission", des.admission, "none: token-bucket admission "
+        if des.scheduling.admission == "token_bucket":
+            raise SpecError("engine.des.scheduling.admission", des.scheduling.admission, "none: token-bucket admission "
                             "is not served live")
         if capacity < 1:
             raise SpecError("capacity", capacity, "at least 1 request slot")
         refuse = [(f, v, why) for f, v, why in (
-            ("router", des.router, "a router engine.des.cluster.Router serves (weighted is the fleet's)"),
-            ("signal_delay_s", des.signal_delay_s, "0: delayed routing signals are the fleet's"),
-            ("shed_outstanding", des.shed_outstanding, "0: load shedding is the fleet's"),
-            ("autoscale", des.autoscale, "none: autoscaling is the fleet's"),
-            ("timeout_s", des.timeout_s, "0: queue expiry is the fleet's (a live client aborts)"),
-            ("deadline_s", des.deadline_s, "0: deadlines are the fleet's (a live client aborts)"),
-            ("max_model_len", des.max_model_len, "0: the live engine refuses by the KV cache")
+            ("router", des.cluster.router, "a router engine.des.cluster.Router serves (weighted is the fleet's)"),
+            ("signal_delay_s", des.cluster.signal_delay_s, "0: delayed routing signals are the fleet's"),
+            ("shed_outstanding", des.cluster.shed_outstanding, "0: load shedding is the fleet's"),
+            ("autoscale", des.cluster.autoscale, "none: autoscaling is the fleet's"),
+            ("timeout_s", des.cluster.timeout_s, "0: queue expiry is the fleet's (a live client aborts)"),
+            ("deadline_s", des.cluster.deadline_s, "0: deadlines are the fleet's (a live client aborts)"),
+            ("max_model_len", des.cluster.max_model_len, "0: the live engine refuses by the KV cache")
         ) if (v == "weighted" if f == "router" else v not in (0, 0.0, "none"))]
         if refuse:
             f, v, why = refuse[0]
@@ -101,13 +101,13 @@ class LiveEngine:
         if capacity < 1:
             raise SpecError("capacity", capacity, "at least 1 request slot")
         # per-iteration timelines and per-token timestamps would grow without bound live
-        des = replace(des, record_iterations=False, token_times=False)
+        des = des.with_(outputs=dict(record_iterations=False, token_times=False))
         self.specs, self.des = specs, des
         self.block_tokens = block_tokens   # tokens per prefix-cache block (submit's hashes)
         n = capacity
         stream = RequestStream(arrival_s=np.full(n, np.nan), prompt=np.ones(n, np.int64),
                                output=np.ones(n, np.int64), priority=np.ones(n, np.int8),
-                               hashes=[_NO_HASHES] * n if des.prefix_caching else None,
+                               hashes=[_NO_HASHES] * n if des.kv.prefix_caching else None,
                                block_tokens=block_tokens)
         # the replicas engine=des simulates (engine.des.assembly): KV blocks with a draft's
         # share off, prefix caches, speculation, power, swap
@@ -122,14 +122,14 @@ class LiveEngine:
         self.assembly = asm
         n_rep = asm.n_rep
         self.replicas = asm.reps
-        self.router = Router(des.router, self.replicas, st)
+        self.router = Router(des.cluster.router, self.replicas, st)
         self.overhead_s = specs.calibration.per_request_overhead_s
         # the framework's per-request time at one API server in arrival order, as the event loop
         # serves it (engine.des.cluster.loop.Loop._through_api)
         self.api_s, self._api_free = specs.framework.per_request_s, float("-inf")
         #: the longest request served (prompt + output tokens): the model's context length
         #: (``ModelSpec.context_length``) or one replica's KV cache, whichever is smaller
-        self.kv_tokens = (blocks - int(des.watermark * blocks)) * des.block_size
+        self.kv_tokens = (blocks - int(des.kv.watermark * blocks)) * des.kv.block_size
         self.context_length = specs.model.context_length
         self.max_tokens = min(self.kv_tokens, self.context_length or self.kv_tokens)
         self._free = list(range(n - 1, -1, -1))
@@ -166,7 +166,7 @@ class LiveEngine:
         if prompt + output > self.kv_tokens:
             raise SpecError("request", f"{prompt} prompt + {output} output tokens",
                             f"at most {self.kv_tokens} tokens: the KV cache of one replica "
-                            f"({self.blocks} blocks of {self.des.block_size}, less the watermark)")
+                            f"({self.blocks} blocks of {self.des.kv.block_size}, less the watermark)")
         if not self._free:
             raise EngineFull(f"{self.capacity} requests already in the engine")
         t = max(float(t), self.now)

@@ -1,7 +1,7 @@
 """Per-request table and summary metrics of a simulation (names shared with the analytical engine).
 
 TTFT = first token - arrival; TPOT = (completion - first token) / (output - 1) per request (a
-benchmark client's own definition with DesSpec.tpot_definition: ``tpot_ms``);
+benchmark client's own definition with DesSpec.clients.tpot_definition: ``tpot_ms``);
 E2E = completion - arrival; queueing = first admission - arrival; ITL = every gap between two
 consecutive tokens of a request (a weighted histogram, not per-token rows). Percentiles are over
 completed requests (ITL: over tokens). Throughput counts output tokens over the makespan (first
@@ -14,7 +14,7 @@ tokens (no mean); throughput_* are totals over the window (output tokens / secon
 rate. Benchmark tools report both forms (vLLM ``benchmark_serving``: mean, median, p99 of TTFT,
 TPOT, ITL, E2E); compare a published mean with ``_mean`` and a median with ``_p50``.
 
-Measurement window (``State.window``, from DesSpec.warmup_s / exclude_drain): when set, the
+Measurement window (``State.window``, from DesSpec.clients.warmup_s / exclude_drain): when set, the
 latency statistics cover the completed requests that arrived at or after its start (and, with
 exclude_drain, completed by its end, the last arrival); throughput, request throughput and goodput
 count completions inside the window over its length. Without a window every request counts.
@@ -56,7 +56,7 @@ def request_table(st: State) -> pl.DataFrame:
 
 def tpot_ms(st: State) -> np.ndarray:
     """Per-request TPOT [ms] as the benchmark client defines it (``st.tpot_definition``, set from
-    DesSpec.tpot_definition by engine.des.workload.clients.apply_clients; absent = decode):
+    DesSpec.clients.tpot_definition by engine.des.workload.clients.apply_clients; absent = decode):
 
     decode: (completion - first token) / (output - 1), NaN for one-token outputs -- vLLM bench
         serve and SGLang bench_serving's TPOT, AIPerf's inter_token_latency, inference-perf's
@@ -167,7 +167,7 @@ def class_slos(des, c: int) -> tuple[float, float]:
 
 
 def slo_limits(st: State, des) -> tuple[np.ndarray, np.ndarray]:
-    """Per request (TTFT, TPOT) SLO [ms]: its request class's own (DesSpec.classes: slo_*_ms > 0),
+    """Per request (TTFT, TPOT) SLO [ms]: its request class's own (DesSpec.clients.classes: slo_*_ms > 0),
     else its priority class's (class_slos)."""
     pri = st.priority.astype(np.int64)
     lim_t = np.empty(st.n)
@@ -176,7 +176,7 @@ def slo_limits(st: State, des) -> tuple[np.ndarray, np.ndarray]:
         lim_t[pri == c], lim_p[pri == c] = class_slos(des, int(c))
     klass = getattr(st, "klass", None)
     if klass is not None:
-        for i, c in enumerate(des.classes):
+        for i, c in enumerate(des.clients.classes):
             if c.slo_ttft_ms:
                 lim_t[klass == i] = c.slo_ttft_ms
             if c.slo_tpot_ms:
@@ -197,10 +197,10 @@ def slo_ok(st: State, table: pl.DataFrame, des) -> np.ndarray:
 
 def class_groups(st: State, des) -> list[tuple[str, np.ndarray]]:
     """(metric prefix, member mask) per class: the declared request classes (``class_<name>`` or
-    ``class<i>`` when unnamed) when DesSpec.classes is set, else the priority classes (``class<c>``)."""
+    ``class<i>`` when unnamed) when DesSpec.clients.classes is set, else the priority classes (``class<c>``)."""
     klass = getattr(st, "klass", None)
     if klass is not None:
-        return [(f"class_{c.name}" if c.name else f"class{i}", klass == i) for i, c in enumerate(des.classes)]
+        return [(f"class_{c.name}" if c.name else f"class{i}", klass == i) for i, c in enumerate(des.clients.classes)]
     pri = st.priority.astype(np.int64)
     return [(f"class{c}", pri == c) for c in np.unique(pri)]
 

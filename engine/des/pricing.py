@@ -89,11 +89,11 @@ def step_functions(sm: StepModel, noise: Noise | None):
 def swap_s_per_token(specs, des) -> float:
     """Seconds to move one token's KV between HBM and host memory (swap preemption): per device,
     its shard of the token's KV (kv_bytes_per_token / kv_split) over its own host link at
-    ``des.swap_bandwidth_gb_s``."""
+    ``des.scheduling.swap_bandwidth_gb_s``."""
     from engine.analytical import kvcache, memory
     m, p = specs.model, specs.partition
     shard = float(kvcache.kv_split(m, p.tp, p.pp, p.sp))
-    return memory.kv_bytes_per_token(m) / shard / (des.swap_bandwidth_gb_s * 1e9)
+    return memory.kv_bytes_per_token(m) / shard / (des.scheduling.swap_bandwidth_gb_s * 1e9)
 
 
 __all__ = ["decode_line", "probe_line", "step_functions", "swap_s_per_token"]

@@ -1,4 +1,4 @@
-"""A replica's waiting queue and its policy (``DesSpec.queue_policy``).
+"""A replica's waiting queue and its policy (``DesSpec.scheduling.queue_policy``).
 
 A binary heap of (tier, key, seq, rid): preempted requests come back in tier 0 (newest first:
 key = -seq), new ones in tier 1 ordered by the policy's key:

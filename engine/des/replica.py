@@ -65,18 +65,18 @@ class Replica(Queue, Admission, Departures):
         self.idx = idx
         self.st = st
         self.spec = spec              # the resolved DesSpec (engine.des.cluster.Loop reads it)
-        self.sched = make_scheduler(spec.scheduler, spec.framework.chunked_prefill)
+        self.sched = make_scheduler(spec.scheduling.scheduler, spec.framework.chunked_prefill)
         self.reserves = self.sched.reserves_output
-        self.bs = spec.block_size
+        self.bs = spec.kv.block_size
         self.budget = spec.token_budget
-        self.max_seqs = spec.max_num_seqs
+        self.max_seqs = spec.scheduling.max_num_seqs
         self.max_run = spec.max_decode_run
-        self.kv = KvPool(total_blocks, spec.block_size, spec.watermark, prefix, block_tokens)
+        self.kv = KvPool(total_blocks, spec.kv.block_size, spec.kv.watermark, prefix, block_tokens)
         # (T, logits, ((chunk, cached), ...), decode seqs, sum of decode contexts) -> s, scalar
         self.step_time = step_time
         # (B, sum of decode contexts at the first step, k) -> s array of k decode steps
         self.step_times = step_times
-        S = spec.max_num_seqs
+        S = spec.scheduling.max_num_seqs
         # one 2-D array, a row per field, so moving slots is one operation for all fields
         self._ints = np.zeros((len(_INTS), S), np.int64)
         for i, name in enumerate(_INTS):
@@ -85,7 +85,7 @@ class Replica(Queue, Admission, Departures):
         self.n = 0
         self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
-        self._key = KEYS[spec.queue_policy]
+        self._key = KEYS[spec.scheduling.queue_policy]
         self.run: DecodeRun | MixedRun | None = None
         self.version = 0
         self.plan_pending = False
@@ -95,7 +95,7 @@ class Replica(Queue, Admission, Departures):
         self.batch_area = 0.0
         self.iterations = 0
         self.preemptions = 0
-        self.timeline = [] if spec.record_iterations else None
+        self.timeline = [] if spec.outputs.record_iterations else None
         self.role = "both"            # both | prefill | decode (disaggregated pools)
         self.handoffs: list = []      # prefill role: requests whose prefill just finished
         # feature slots with null defaults (engine.des.features.build fills them)

@@ -40,7 +40,7 @@ class DesRunResult(RunResult):
     #: cluster features (engine.des.cluster.fleet): name -> frame ("timeseries", "decisions", "regret"),
     #: each written as <name>.parquet next to the table
     frames: dict | None = None
-    #: how the runner writes ``table``: parquet (table.parquet) | csv (table.csv; engine.des.output_format)
+    #: how the runner writes ``table``: parquet (table.parquet) | csv (table.csv; engine.des.outputs.output_format)
     table_format: str = "parquet"
 
 
@@ -66,7 +66,7 @@ def handoff_function(specs: Specs, des: DesSpec):
     links = specs.partition.devices_per_replica
 
     def f(prompt):
-        return float(disagg.handoff_s(1, prompt, kvpt, specs.model.num_layers, des.block_size, links,
+        return float(disagg.handoff_s(1, prompt, kvpt, specs.model.num_layers, des.kv.block_size, links,
                                       d.link_bandwidth_bytes_s, d.link_latency_s, d.per_wr_s,
                                       d.relayout_factor, 0.0))
     return f
@@ -88,18 +88,18 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
         Assumption("step time", "engine.analytical.step.StepModel per iteration",
                    "the pass price both engines use, for the exact batch (prefill chunks + decode "
                    f"contexts); calibration '{c.name}' (kernels={c.kernels}) and overheads"),
-        Assumption("scheduler", f"{des.scheduler}, queue {des.queue_policy}",
-                   f"max_num_seqs={des.max_num_seqs}, token budget={des.token_budget}"),
-        Assumption("KV cache", f"{blocks} blocks of {des.block_size} tokens per replica",
-                   "given" if des.num_kv_blocks else
+        Assumption("scheduler", f"{des.scheduling.scheduler}, queue {des.scheduling.queue_policy}",
+                   f"max_num_seqs={des.scheduling.max_num_seqs}, token budget={des.token_budget}"),
+        Assumption("KV cache", f"{blocks} blocks of {des.kv.block_size} tokens per replica",
+                   "given" if des.kv.num_kv_blocks else
                    f"(HBM - weights - activations at the largest iteration - reserve) x "
                    f"{specs.kv_usable_fraction}"),
-        Assumption("preemption", f"{des.preemption}, newest first",
+        Assumption("preemption", f"{des.scheduling.preemption}, newest first",
                    "blocks freed; prompt + emitted tokens prefilled again on re-admission"
-                   if des.preemption == "recompute" else
-                   f"KV to host and back at {des.swap_bandwidth_gb_s:g} GB/s per device, "
+                   if des.scheduling.preemption == "recompute" else
+                   f"KV to host and back at {des.scheduling.swap_bandwidth_gb_s:g} GB/s per device, "
                    "transfers added to the next iteration; host memory unbounded"),
-        Assumption("replicas", f"{replicas} behind {des.router}", "data-parallel, independent KV"),
+        Assumption("replicas", f"{replicas} behind {des.cluster.router}", "data-parallel, independent KV"),
         Assumption("request stream", stream.source,
                    "closed loop" if stream.users else "open loop"),
         _noise_assumption(c.noise, des.seed),
@@ -114,13 +114,13 @@ def assumptions(specs: Specs, des: DesSpec, blocks: int, replicas: int, stream: 
     if host_costs_text(specs.framework):
         out.append(Assumption("framework host costs", host_costs_text(specs.framework),
                               f"profile '{specs.framework.name}'; on top of the calibration's"))
-    if des.prefill_replicas:
+    if des.cluster.prefill_replicas:
         d = specs.analytical.disagg
-        out.append(Assumption("disaggregated pools", f"{des.prefill_replicas} prefill + "
-                              f"{replicas - des.prefill_replicas} decode replicas",
+        out.append(Assumption("disaggregated pools", f"{des.cluster.prefill_replicas} prefill + "
+                              f"{replicas - des.cluster.prefill_replicas} decode replicas",
                               f"KV hand-off over {d.link_bandwidth_bytes_s / 1e9:g} GB/s per device, "
                               "not overlapped with the prefill; the table's replica is the decode one"))
-    if des.prefix_caching:
+    if des.kv.prefix_caching:
         out.append(Assumption("prefix caching", f"{stream.block_tokens}-token hash blocks, LRU",
                               "prompt blocks join the cache when prefilled; hit tokens skip prefill"))
     return out
@@ -136,7 +136,7 @@ def _progress(des: DesSpec, n: int):
     """tqdm bar on stderr: always with ``progress=on``; with ``auto`` on a terminal when the run
     is expected to take PROGRESS_AFTER_S or more (n x DES_S_PER_REQUEST: from 10,000 requests)."""
     expected_s = n * DES_S_PER_REQUEST
-    show = des.progress == "on" or (des.progress == "auto" and expected_s >= PROGRESS_AFTER_S
+    show = des.outputs.progress == "on" or (des.outputs.progress == "auto" and expected_s >= PROGRESS_AFTER_S
                                     and sys.stderr.isatty())
     if not show:
         return None
@@ -161,22 +161,23 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     cap, blocks, n_rep, sm, st, reps, feats = asm.cap, asm.blocks, asm.n_rep, asm.sm, asm.st, asm.reps, asm.feats
     make_cache = asm.make_cache
     devices = specs.partition.devices_per_replica * n_rep
-    bucket = (des.bucket_rate_rps, des.bucket_size) if des.admission == "token_bucket" else None
-    router, decode_router, handoff = Router(des.router, reps, st, des), None, None
-    if des.prefill_replicas:
-        pre, dec = reps[:des.prefill_replicas], reps[des.prefill_replicas:]   # roles set by assemble
-        router, decode_router = Router(des.router, pre, st, des), Router(des.router, dec, st, des)
+    sch = des.scheduling
+    bucket = (sch.bucket_rate_rps, sch.bucket_size) if sch.admission == "token_bucket" else None
+    router, decode_router, handoff = Router(des.cluster.router, reps, st, des), None, None
+    if des.cluster.prefill_replicas:
+        pre, dec = reps[:des.cluster.prefill_replicas], reps[des.cluster.prefill_replicas:]   # roles set by assemble
+        router, decode_router = Router(des.cluster.router, pre, st, des), Router(des.cluster.router, dec, st, des)
         handoff = handoff_function(specs, des)
     fleet = make_fleet(specs, des, reps, n_rep, st, make_cache)
     loop = Loop(st, reps, router, decode_router=decode_router, handoff_s=handoff, users=stream.users,
                 think_time_s=stream.think_time_s,
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 api_s=specs.framework.per_request_s,
-                max_blocks_per_request=blocks - int(des.watermark * blocks), block_size=des.block_size,
+                max_blocks_per_request=blocks - int(des.kv.watermark * blocks), block_size=des.kv.block_size,
                 bucket=bucket, progress=_progress(des, len(stream)),
                 hooks=fleet or NO_HOOKS, des=des)
     t_end = loop.run() if blocks > 0 else 0.0
-    if des.client_rtt_ms:             # the client sees each token half a round trip later
+    if des.clients.client_rtt_ms:             # the client sees each token half a round trip later
         st.first_token += loop._rtt_half
         st.completion += loop._rtt_half
     table = request_table(st)
@@ -203,7 +204,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
             s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
     if blocks > 0:
         s.update(feature_report.summary(specs, feats, st, table, s, span, devices))
-        table = feature_report.table_columns(specs, des, feats, st, table, des.client_rtt_ms / 2e3)
+        table = feature_report.table_columns(specs, des, feats, st, table, des.clients.client_rtt_ms / 2e3)
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))
@@ -221,7 +222,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                                   f"({blocks} blocks of {des.block_size}, less the watermark); the shortest "
                                   f"needs {int(np.min(st.prompt + st.output))} (prompt + output)")
     timeline = None
-    if des.record_iterations:
+    if des.outputs.record_iterations:
         cols = ("replica", "start_s", "end_s", "iterations", "batch", "prefill_tokens",
                 "kv_blocks_used", "running", "waiting")
         rows = [r for rep in reps for r in rep.timeline]
@@ -234,7 +235,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     result = DesRunResult(summary=s, table=table,
                           assumptions=assumptions(specs, des, blocks, n_rep, stream)
                           + feature_report.assumptions(specs, des, feats), timeline=timeline,
-                          table_format=des.output_format,
+                          table_format=des.outputs.output_format,
                           frames=frames)
     return SimResult(result=result, state=st, timeline=timeline, mean_in_system=mean_in_sys,
                      sim_time_s=t_end)

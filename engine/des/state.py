@@ -24,8 +24,8 @@ class State:
         self.hashes = stream.hashes
         self.arrival = stream.arrival_s.copy()
         self.next_turn, self.think_s = stream.next_turn, stream.think_s   # sessions (or None)
-        self.klass = stream.klass      # request class index (DesSpec.classes) or None
-        self.cancelled = np.zeros(n, bool)          # expired in the queue (DesSpec.timeout_s)
+        self.klass = stream.klass      # request class index (DesSpec.clients.classes) or None
+        self.cancelled = np.zeros(n, bool)          # expired in the queue (DesSpec.cluster.timeout_s)
         nan = lambda: np.full(n, np.nan)  # noqa: E731
         self.scheduled = nan()       # first admission into a running batch
         self.entered_s = nan()       # first entry into a replica's queue (engine.des.ttft_parts)
@@ -45,12 +45,12 @@ class State:
         self.kv_ready = np.zeros(n, bool)
         self.swapped = np.zeros(n, bool)            # KV in host memory (swap preemption)           # KV handed off by a prefill replica
         #: measurement window (t_start, t_end or inf, drop requests completing after t_end) set
-        #: by the event loop from DesSpec.warmup_s / exclude_drain; None = every request counts
+        #: by the event loop from DesSpec.clients.warmup_s / exclude_drain; None = every request counts
         self.window = None
         # energy attributed to each request [J] (engine.des.features.power; zero without a power model)
         self.energy_prefill_j = np.zeros(n)
         self.energy_decode_j = np.zeros(n)
-        #: per-token timestamps [s], a list of arrays per request (engine.des.token_times), or None
+        #: per-token timestamps [s], a list of arrays per request (engine.des.outputs.token_times), or None
         self.token_times = None
         # run-wide counters
         self.tokens_out = 0

@@ -4,7 +4,7 @@
                    ``calibration.per_request_overhead`` + the framework's ``per_request_overhead``
                    (API server: parse, tokenise, hand to the engine; a FIFO single server, so its
                    queue is in this part) and half the client round
-                   trip (``engine.des.client_rtt_ms``)
+                   trip (``engine.des.clients.client_rtt_ms``)
     queue          entry -> first admission into an iteration (waiting for a slot, KV or the
                    token budget), of which
       ahead        the wait for the iteration the engine had already scheduled when the request

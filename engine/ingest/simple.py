@@ -22,9 +22,9 @@ Quick simulator configs (seed document 000, sec. 3.2) carry only::
 - workload fields become suggested ``workload.*`` overrides for the analytical engine; for the
   discrete-event engine the scheduler and workload sections are imported whole
   (``SimpleImport.workload_fields`` -> conf/workload/NAME.yaml, ``des_overrides``):
-    scheduler.max_batch_size         -> engine.des.max_num_seqs (and workload.batch_size)
-    scheduler.preemption true/false  -> engine.des.preemption=recompute / scheduler=orca + none
-    scheduler.kv_cache_capacity_gb   -> engine.des.num_kv_blocks = floor(GB x 1e9 / (KV bytes per
+    scheduler.max_batch_size         -> engine.des.scheduling.max_num_seqs (and workload.batch_size)
+    scheduler.preemption true/false  -> engine.des.scheduling.preemption=recompute / scheduler=orca + none
+    scheduler.kv_cache_capacity_gb   -> engine.des.kv.num_kv_blocks = floor(GB x 1e9 / (KV bytes per
                                         token x 16)), block_size 16 (the sheet's KV room, not derived)
     workload.max_concurrent_requests -> a closed loop of that many users (workload.concurrency),
                                         4 requests per user unless a trace gives the requests
@@ -246,13 +246,14 @@ def _des_sections(c: dict, model_fields: dict, name: str, path: str, notes: list
     sch, wl = c["scheduler"], c["workload"]
     des = []
     if "max_batch_size" in sch:
-        des.append(f"engine.des.max_num_seqs={int(_num('scheduler', 'max_batch_size', sch['max_batch_size']))}")
+        seqs = int(_num('scheduler', 'max_batch_size', sch['max_batch_size']))
+        des.append(f"engine.des.scheduling.max_num_seqs={seqs}")
     if "preemption" in sch:
         p = sch["preemption"]
         if not isinstance(p, bool):
             raise SimpleConfigError(f"scheduler.preemption = {p!r}: expected true or false")
-        des += (["engine.des.preemption=recompute"] if p else
-                ["engine.des.scheduler=orca", "engine.des.preemption=none"])
+        des += (["engine.des.scheduling.preemption=recompute"] if p else
+                ["engine.des.scheduling.scheduler=orca", "engine.des.scheduling.preemption=none"])
         notes.append("scheduler.preemption " + ("true -> recompute (vLLM's default)" if p else
                      "false -> orca's prompt + output reservation, which never preempts"))
     if "kv_cache_capacity_gb" in sch:
@@ -263,7 +264,7 @@ def _des_sections(c: dict, model_fields: dict, name: str, path: str, notes: list
         kvpt = kv_bytes_per_token(ModelSpec(**{k: v for k, v in model_fields.items() if k in known}))
         gb = _num("scheduler", "kv_cache_capacity_gb", sch["kv_cache_capacity_gb"])
         blocks = int(gb * 1e9 // (kvpt * DES_BLOCK))
-        des += [f"engine.des.block_size={DES_BLOCK}", f"engine.des.num_kv_blocks={blocks}"]
+        des += [f"engine.des.kv.block_size={DES_BLOCK}", f"engine.des.kv.num_kv_blocks={blocks}"]
         notes.append(f"DES: kv_cache_capacity_gb {gb:g} -> {blocks} blocks of {DES_BLOCK} tokens "
                      f"({kvpt / 1e3:g} kB of KV per token), the sheet's figure instead of the derived one")
     if not wl:

@@ -136,19 +136,19 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
     prefill_replicas). ``q`` in (0, 1); SLO thresholds 0 = unconstrained; ``handoff_s(prompt)``:
     the disaggregated KV hand-off time."""
     des = specs.des
-    cap = kv_capacity(specs, des.block_size, des.max_num_batched_tokens, des.max_num_seqs)
-    kv_tokens = float(cap.blocks * des.block_size)
+    cap = kv_capacity(specs, des.kv.block_size, des.scheduling.max_num_batched_tokens, des.scheduling.max_num_seqs)
+    kv_tokens = float(cap.blocks * des.kv.block_size)
     if cap.blocks <= 0:
         return Estimate(False, 0.0, np.nan, np.nan, 0.0, 0.0, "memory",
                         f"does not fit: {cap.weights_gb:.1f} GB weights + {cap.activation_gb:.1f} GB "
                         "activations per device leave no KV blocks")
     sm = StepModel.from_specs(specs)
-    pol = scheduler_traits(des.scheduler)       # the policy's traits (engine.spec.scheduling)
+    pol = scheduler_traits(des.scheduling.scheduler)       # the policy's traits (engine.spec.scheduling)
     chunk = des.token_budget if pol.budget_is_chunk else max(
-        des.max_num_batched_tokens, int(np.max(L.prompt)))
+        des.scheduling.max_num_batched_tokens, int(np.max(L.prompt)))
     s_q = int(np.quantile(L.prompt, q, method="higher"))
     ttft0 = prefill_s(sm, s_q, chunk) + specs.per_request_overhead_s
-    if des.prefill_replicas and handoff_s is not None:
+    if des.cluster.prefill_replicas and handoff_s is not None:
         ttft0 += handoff_s(s_q)
     tpot_each = decode_s(sm, 1.0, L.prompt + L.output / 2.0)
     tpot0 = float(np.quantile(tpot_each[L.output > 1] if np.any(L.output > 1) else tpot_each, q))
@@ -162,14 +162,14 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         return Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, 0.0, 0.0, "slo", "; ".join(why))
 
     Es, En1, Ectx = L.mean_prompt, L.mean_decode, L.mean_context
-    B = np.arange(1, int(des.max_num_seqs) + 1, dtype=float)
+    B = np.arange(1, int(des.scheduling.max_num_seqs) + 1, dtype=float)
     kv_ok = B * Ectx <= kv_tokens
     y = slo_tpot_ms * 1e-3 if slo_tpot_ms else np.inf
-    budget = des.max_num_batched_tokens
+    budget = des.scheduling.max_num_batched_tokens
     c_pf = prefill_cost_per_token(sm, L, budget)
     td = decode_s(sm, B, Ectx)
-    if des.prefill_replicas:
-        P, D = des.prefill_replicas, (des.replicas or 1) - des.prefill_replicas
+    if des.cluster.prefill_replicas:
+        P, D = des.cluster.prefill_replicas, (des.cluster.replicas or 1) - des.cluster.prefill_replicas
         ok = kv_ok & (td <= y)
         dec = D * np.where(ok, B / (En1 * td), 0.0)
         i = int(np.argmax(dec))

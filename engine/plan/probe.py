@@ -3,7 +3,7 @@
 A run simulates the first n requests of the workload's stream at mean rate ``rate`` (a trace's
 timestamps rescaled, as ``workload.rate_rps`` does for any run; Poisson/gamma streams drawn at
 that rate) on the candidate's deployment. Measured requests: those arriving after the first
-``warmup_fraction`` of the stream's span (DesSpec.warmup_s; the drain is kept: under overload the
+``warmup_fraction`` of the stream's span (DesSpec.clients.warmup_s; the drain is kept: under overload the
 late requests are the evidence). Requests that never complete (rejected as too long for the KV
 cache) count as missing every threshold. Verdict per requirement by ``stats.verdict`` (binomial
 interval of the fraction meeting the threshold vs the percentile). A pass also needs the measured
@@ -95,12 +95,12 @@ class Probe:
         """One DES run of n requests at ``rate``: (verdict, metrics, failing)."""
         w = replace(self.specs.workload, num_requests=int(n), rate_rps=float(rate))
         span = (n - 1) / rate
-        des = replace(self.specs.des, warmup_s=self.rule.warmup_fraction * span, progress="off",
-                      exclude_drain=False, record_iterations=False)
+        des = self.specs.des.with_(clients=dict(warmup_s=self.rule.warmup_fraction * span, exclude_drain=False),
+                                   outputs=dict(progress="off", record_iterations=False))
         res = simulate(replace(self.specs, workload=w, des=des), des).result
         self.runs += 1
         arr = res.table["arrival_s"].to_numpy()
-        start = (float(np.nanmin(arr)) if arr.size else 0.0) + des.warmup_s
+        start = (float(np.nanmin(arr)) if arr.size else 0.0) + des.clients.warmup_s
         out = _measure(res.table, res.summary, self.slo, self.rule.confidence, start)
         t = res.table
         keep = (arr >= start) & np.isfinite(t["completion_s"].to_numpy())

@@ -4,8 +4,8 @@ serve together and are replicated for more rate).
 colocated  one replica of tp x pp devices doing prefill and decode (continuous batching);
 disagg     P prefill replicas + D decode replicas of tp x pp devices each (KV handed over between
            the pools, engine.des ``prefill_replicas``).
-Each also x ``schedulers`` (engine.des.scheduler) x ``token_budgets`` (the chunked-prefill token
-budget, engine.des.max_num_batched_tokens) when those lists are given (else the framework
+Each also x ``schedulers`` (engine.des.scheduling.scheduler) x ``token_budgets`` (the chunked-prefill token
+budget, engine.des.scheduling.max_num_batched_tokens) when those lists are given (else the framework
 profile's). Partitions the model cannot take (``engine.analytical.parallel.invalid_reasons``: heads not
 divisible by tp, ...) are dropped with their reason; sp = ep = 1 (dense models; the DES prices
 EP/SP passes too, but the search space keeps to the issue's TP x PP).
@@ -59,12 +59,12 @@ class Candidate:
     def overrides(self) -> dict:
         """Config keys this candidate sets (dotted key -> value)."""
         out = {"partition.tp": self.tp, "partition.pp": self.pp, "partition.dp": 1,
-               "engine.des.replicas": self.replicas,
-               "engine.des.prefill_replicas": self.prefill_replicas}
+               "engine.des.cluster.replicas": self.replicas,
+               "engine.des.cluster.prefill_replicas": self.prefill_replicas}
         if self.scheduler:
-            out["engine.des.scheduler"] = self.scheduler
+            out["engine.des.scheduling.scheduler"] = self.scheduler
         if self.token_budget:
-            out["engine.des.max_num_batched_tokens"] = self.token_budget
+            out["engine.des.scheduling.max_num_batched_tokens"] = self.token_budget
         return out
 
 

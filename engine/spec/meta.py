@@ -15,6 +15,10 @@ Each spec field may carry, in ``dataclasses.field(metadata=...)`` (made by ``par
     config_default  the config's default where it is not the spec's written in the field's unit
               (``overlap: none`` for 0.0)
     config    False: not a config field (filled by the runner, e.g. DesSpec.framework)
+    check     the field's validity rule (an ``engine.spec._check`` rule: ``IntAtLeast(0)``,
+              ``POSITIVE``, ``OneOf(...)``, ``Within(0, 1, ...)``); ``check_fields`` runs every field's rule, so
+              a range, choice or sign is declared once, beside the field (a None default: None
+              passes, the framework profile's value)
 
 A spec class may list config-only keys (kept in the config, not in the spec: a description, the
 sheet's assumptions) as ``CONFIG_EXTRA = ((key, type, default), ...)``.
@@ -27,15 +31,16 @@ units and limits. This module imports nothing outside the standard library.
 import dataclasses
 from dataclasses import MISSING, Field
 
-_KEYS = ("key", "unit", "zero", "range", "required", "config_type", "config_default", "config")
+_KEYS = ("key", "unit", "zero", "range", "required", "config_type", "config_default", "config", "check")
 
 
 def param(default=MISSING, *, default_factory=MISSING, key: str | None = None, unit: str | None = None,
           zero: bool = False, range: tuple | None = None, required: bool = False,  # noqa: A002
-          config_type=None, config_default=MISSING, config: bool = True) -> Field:
+          config_type=None, config_default=MISSING, config: bool = True, check=None) -> Field:
     """A dataclass field with its config metadata (see the module docstring)."""
     md = {"key": key, "unit": unit, "zero": zero, "range": range, "required": required,
-          "config_type": config_type, "config_default": config_default, "config": config}
+          "config_type": config_type, "config_default": config_default, "config": config,
+          "check": check}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=md)
     return dataclasses.field(default=default, metadata=md)

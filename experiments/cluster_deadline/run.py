@@ -1,4 +1,4 @@
-"""End-to-end deadlines (engine.des.deadline_s, per request class) on an overloaded replica.
+"""End-to-end deadlines (engine.des.cluster.deadline_s, per request class) on an overloaded replica.
 
     python experiments/cluster_deadline/run.py [--requests 6000] [--rates 8,12,16]
 
@@ -11,7 +11,6 @@ TTFT p99) from the simulations; nothing is tuned."""
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -37,10 +36,10 @@ def main():
     for rate in (float(r) for r in a.rates.split(",")):
         specs = compose_specs("engine=des", "framework=generic", "workload=poisson_chat", f"workload.rate_rps={rate}",
                               f"workload.num_requests={a.requests}")
-        base = DesSpec(classes=(CHAT, LONG))
+        base = DesSpec(clients=dict(classes=(CHAT, LONG)))
         for label, des in (("none", base),
-                           ("long 30 s", replace(base, classes=(CHAT, LONG | {"deadline_s": 30.0}))),
-                           ("all 30 s", replace(base, deadline_s=30.0))):
+                           ("long 30 s", base.with_(clients=dict(classes=(CHAT, LONG | {"deadline_s": 30.0})))),
+                           ("all 30 s", base.with_(cluster=dict(deadline_s=30.0)))):
             s = simulate(specs, des).result.summary
             print(f"| {rate:g} | {label} | {s['class_chat_slo_attainment']:.3f} | {s['class_chat_goodput_rps']:.2f} | "
                   f"{s['class_chat_ttft_ms_p99']:,.0f} | {s['class_long_slo_attainment']:.3f} | "

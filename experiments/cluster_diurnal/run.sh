@@ -12,19 +12,19 @@ OUT=${OUT:-outputs/cluster_diurnal}
 COMMON=(engine=des framework=generic model=llama_3_1_70b hardware=h100_sxm partition.tp=4 workload=azure_conv
   workload.num_requests=172800 workload.rate_rps=2 tracking.enabled=false
   hardware.price_per_hour=3.0 engine.des.slo_ttft_ms=2000 engine.des.slo_tpot_ms=100
-  engine.des.traffic_shape=diurnal engine.des.traffic_peak_ratio=4 engine.des.traffic_period_s=86400
-  engine.des.session_turns=3 engine.des.session_think_s=30 engine.des.prefix_caching=true
-  engine.des.kv_host_gb=256 engine.des.router=weighted engine.des.timeseries_s=10)
+  engine.des.cluster.traffic_shape=diurnal engine.des.cluster.traffic_peak_ratio=4 engine.des.cluster.traffic_period_s=86400
+  engine.des.clients.session_turns=3 engine.des.clients.session_think_s=30 engine.des.kv.prefix_caching=true
+  engine.des.kv.kv_host_gb=256 engine.des.cluster.router=weighted engine.des.outputs.timeseries_s=10)
 POOLS=${POOLS:-autoscaled fixed3}
 for pool in $POOLS; do
   case $pool in
-    autoscaled) simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue \
-        engine.des.autoscale_target=10 engine.des.autoscale_min=1 engine.des.autoscale_max=4 \
-        engine.des.autoscale_interval_s=60 engine.des.provision_delay_s=180 hydra.run.dir="$OUT/autoscaled" ;;
-    autoscaled_nostab) simllm "${COMMON[@]}" engine.des.replicas=1 engine.des.autoscale=queue \
-        engine.des.autoscale_target=10 engine.des.autoscale_min=1 engine.des.autoscale_max=4 \
-        engine.des.autoscale_interval_s=60 engine.des.provision_delay_s=180 \
-        engine.des.autoscale_stabilization_s=0 hydra.run.dir="$OUT/autoscaled_nostab" ;;
-    fixed*) simllm "${COMMON[@]}" engine.des.replicas=${pool#fixed} hydra.run.dir="$OUT/$pool" ;;
+    autoscaled) simllm "${COMMON[@]}" engine.des.cluster.replicas=1 engine.des.cluster.autoscale=queue \
+        engine.des.cluster.autoscale_target=10 engine.des.cluster.autoscale_min=1 engine.des.cluster.autoscale_max=4 \
+        engine.des.cluster.autoscale_interval_s=60 engine.des.cluster.provision_delay_s=180 hydra.run.dir="$OUT/autoscaled" ;;
+    autoscaled_nostab) simllm "${COMMON[@]}" engine.des.cluster.replicas=1 engine.des.cluster.autoscale=queue \
+        engine.des.cluster.autoscale_target=10 engine.des.cluster.autoscale_min=1 engine.des.cluster.autoscale_max=4 \
+        engine.des.cluster.autoscale_interval_s=60 engine.des.cluster.provision_delay_s=180 \
+        engine.des.cluster.autoscale_stabilization_s=0 hydra.run.dir="$OUT/autoscaled_nostab" ;;
+    fixed*) simllm "${COMMON[@]}" engine.des.cluster.replicas=${pool#fixed} hydra.run.dir="$OUT/$pool" ;;
   esac
 done

@@ -10,8 +10,8 @@ for router in weighted least_outstanding; do
   for d in 0 1 5; do
     simllm engine=des framework=generic model=llama_3_1_8b hardware=h100_sxm workload=azure_conv \
       workload.num_requests=12000 workload.rate_rps=${RATE:-24} tracking.enabled=false \
-      engine.des.replicas=4 engine.des.router=$router engine.des.signal_delay_s=$d \
-      engine.des.session_turns=4 engine.des.session_think_s=10 engine.des.session_system_tokens=1024 \
-      engine.des.prefix_caching=true engine.des.timeseries_s=10 hydra.run.dir="$OUT/${router}_d$d"
+      engine.des.cluster.replicas=4 engine.des.cluster.router=$router engine.des.cluster.signal_delay_s=$d \
+      engine.des.clients.session_turns=4 engine.des.clients.session_think_s=10 engine.des.clients.session_system_tokens=1024 \
+      engine.des.kv.prefix_caching=true engine.des.outputs.timeseries_s=10 hydra.run.dir="$OUT/${router}_d$d"
   done
 done

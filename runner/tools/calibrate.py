@@ -1,7 +1,7 @@
 """The ``simllm-calibrate`` console script: fit a calibration to one measured benchmark run.
 
     simllm-calibrate results/vllm-4qps.json --name h100_vllm hardware=h100_sxm model=llama_3_1_8b
-    simllm-calibrate profile_export.json --name trt --input-len 512 engine.des.scheduler=orca
+    simllm-calibrate profile_export.json --name trt --input-len 512 engine.des.scheduling.scheduler=orca
     simllm-calibrate measured.csv --name mine --rate 4 hardware=h200
 
 The measurement (vLLM --save-result JSON, genai-perf profile_export.json, GuideLLM report or a plain
@@ -206,10 +206,10 @@ def _run(args, steps) -> dict:
     cfg = compose(args.overrides)
     specs = specs_from_config(cfg)
     des = des_spec(cfg)
-    if steps.shown and des.progress == "auto":
+    if steps.shown and des.outputs.progress == "auto":
         from dataclasses import replace
 
-        des = replace(des, progress="off")     # one bar: the fit's, not one per simulation
+        des = des.with_(outputs=dict(progress="off"))     # one bar: the fit's, not one per simulation
     steps.step("fitting")
     fit = calibrate(specs, des, m, rounds=args.rounds, max_nfev=args.max_nfev,
                     request_overhead={"auto": "auto", "yes": True, "no": False}[args.fit_request_overhead],
@@ -219,7 +219,7 @@ def _run(args, steps) -> dict:
     p = cfg.partition
     d = des.resolve(specs.framework)      # null engine.des settings: the framework profile's
     deployment = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} / {specs.framework.name}: "
-                  f"{d.scheduler} scheduler, max_num_seqs {d.max_num_seqs}")
+                  f"{d.scheduling.scheduler} scheduler, max_num_seqs {d.scheduling.max_num_seqs}")
     commit = git_commit()
     cal_text, noise_text = calibration_yaml(args.name, cfg, m, fit, measured, deployment, commit)
     conf_dir = Path(args.conf_dir)

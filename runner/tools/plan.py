@@ -50,12 +50,15 @@ TRIALS = "trials.jsonl"
 # ----------------------------------------------------------------------------- composing
 
 def _compose(overrides: list[str]):
+    """The composed config, moved keys at their new place (runner.convert.renamed), so that the
+    candidates' settings below are not overridden by an old key afterwards."""
     from runner.compose import compose
+    from runner.convert import renamed
 
     cfg = compose(overrides, ROOT / "conf")
     if cfg.get("plan") is None:
         cfg = compose(overrides + ["+plan=default"], ROOT / "conf")
-    return cfg
+    return renamed(cfg)
 
 
 def compose_candidates(overrides: list[str]):
@@ -86,7 +89,7 @@ def compose_candidates(overrides: list[str]):
         cfg.partition.name = c.layout.lower()
         cfg.engine.des.slo_ttft_ms = float(plan.slo.ttft_ms or cfg.engine.des.slo_ttft_ms)
         cfg.engine.des.slo_tpot_ms = float(plan.slo.tpot_ms or cfg.engine.des.slo_tpot_ms)
-        cfg.engine.des.progress = "off"
+        cfg.engine.des.outputs.progress = "off"
         cfg.print_table = False
         cfg.tracking.run_name = f"plan:{c.key}"
         out.append((c, cfg))
@@ -162,11 +165,11 @@ def verify_target(specs, on_run, plan, unit_rps: float, max_extra: int = 3, n_fl
     from engine.plan.probe import Probe
 
     d = specs.des
-    per_unit = d.replicas or 1
+    per_unit = d.cluster.replicas or 1
     units = math.ceil(plan.target_rps / unit_rps - 1e-9)
     tried = []
     for _ in range(max_extra + 1):
-        des = replace(d, replicas=units * per_unit, prefill_replicas=units * d.prefill_replicas)
+        des = d.with_(cluster=dict(replicas=units * per_unit, prefill_replicas=units * d.cluster.prefill_replicas))
         pr = Probe(replace(specs, des=des), plan.slo, plan.rule, on_run=on_run)
         pr.n_floor = n_floor
         t = pr(plan.target_rps)
@@ -309,7 +312,7 @@ def plan_search(overrides: list[str], launch: list[str], out_dir: Path, quiet: b
         if lengths is None:
             st = build_stream(replace(specs.workload, num_requests=plan.rule.max_requests))
             lengths = bound.Lengths(st.prompt, st.output)
-        ho = handoff_function(specs, specs.des) if specs.des.prefill_replicas else None
+        ho = handoff_function(specs, specs.des) if specs.des.cluster.prefill_replicas else None
         e = bound.estimate(specs, lengths, q, plan.slo.ttft_ms, plan.slo.tpot_ms, ho)
         hw = specs.hardware
         price = plan.prices.get(c.hardware, hw.price_per_hour) if plan.prices else hw.price_per_hour

@@ -311,7 +311,7 @@ def op_shares(shares: dict[str, dict[str, dict[str, float]]], labels: dict[str, 
 
 
 def cluster_timeseries(series: dict[str, pl.DataFrame], labels: dict[str, str], path: Path) -> Path | None:
-    """DES cluster time series (engine.des.timeseries_s; ``timeseries.parquet``), one column of
+    """DES cluster time series (engine.des.outputs.timeseries_s; ``timeseries.parquet``), one column of
     panels per quantity over time, one line per run: arrival rate, waiting queue, replicas
     (active; dotted: billed, i.e. with provisioning and draining), SLO attainment of the requests
     arriving in each window, cumulative cost (or replica-hours without a price). Returns None

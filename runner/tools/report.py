@@ -216,7 +216,7 @@ def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple],
 
 
 def load_tables(uri: str, df: pl.DataFrame, tmp: Path) -> dict[str, pl.DataFrame]:
-    """Each run's ``table.parquet`` (or ``table.csv``, engine.des.output_format=csv) artifact
+    """Each run's ``table.parquet`` (or ``table.csv``, engine.des.outputs.output_format=csv) artifact
     (runs without one are left out)."""
     out = {}
     for rid in df["run_id"].to_list():
@@ -341,7 +341,7 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
                 ts[rid] = pl.read_parquet(p)
     fig = plots.cluster_timeseries(ts, labels, out / "cluster_timeseries.png") if ts else None
     if fig:
-        sections.append(("Cluster over time", "Per window of engine.des.timeseries_s: arrivals, "
+        sections.append(("Cluster over time", "Per window of engine.des.outputs.timeseries_s: arrivals, "
                          "waiting requests, replicas (dotted: billed, with provisioning and "
                          "draining), SLO attainment of the requests arriving in the window, "
                          "cumulative cost.", None, fig))

@@ -114,7 +114,7 @@ class Sim:
         hashes let the engine match a prefix it has seen."""
         self.step()
         hashes = (prefix_hashes(units, self.eng.block_tokens)
-                  if units is not None and self.eng.des.prefix_caching else None)
+                  if units is not None and self.eng.des.kv.prefix_caching else None)
         rid = self.eng.submit(prompt, output, self.sim_now(), hashes=hashes)
         q: asyncio.Queue = asyncio.Queue()
         self.reqs[rid] = q
@@ -512,8 +512,8 @@ def build(overrides: list[str], capacity: int):
     p = cfg.partition
     d = eng.des
     desc = (f"{cfg.hardware.name} / {cfg.model.name} / tp{p.tp} pp{p.pp} dp{p.dp} / calibration "
-            f"{specs.calibration.name} / {specs.framework.name}: {d.scheduler} scheduler, max_num_seqs "
-            f"{d.max_num_seqs}, {eng.blocks} KV blocks of {d.block_size} per replica, "
+            f"{specs.calibration.name} / {specs.framework.name}: {d.scheduling.scheduler} scheduler, max_num_seqs "
+            f"{d.scheduling.max_num_seqs}, {eng.blocks} KV blocks of {d.kv.block_size} per replica, "
             f"{len(eng.replicas)} replica(s)")
     return eng, str(cfg.model.name), desc
 

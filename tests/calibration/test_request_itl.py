@@ -37,7 +37,7 @@ def measured(base_specs):
                       prompt_dist=LengthDist(kind="lognormal", sigma=0.7, low=128, high=4096),
                       output_dist=LengthDist(kind="uniform", low=8, high=24), seed=1)
     cal = replace(base_specs.calibration, per_request_overhead_s=HIDDEN_PRO, **HIDDEN)
-    sim = simulate(replace(base_specs, workload=wl, calibration=cal), DesSpec(token_times=True))
+    sim = simulate(replace(base_specs, workload=wl, calibration=cal), DesSpec(outputs=dict(token_times=True)))
     return sim, replace(base_specs, workload=wl)
 
 

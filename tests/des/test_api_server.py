@@ -12,7 +12,7 @@ def _run(base_specs, api_s, **workload):
     wl = dict(num_requests=4, prompt_len=100, output_len=4, arrival="batch")
     wl.update(workload)
     specs = with_fields(base_specs, framework=dict(per_request_s=api_s), workload=wl)
-    return simulate(specs, DesSpec(scheduler="vllm")).state
+    return simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"))).state
 
 
 def test_a_burst_reaches_the_scheduler_one_service_time_apart(base_specs):

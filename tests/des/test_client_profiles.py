@@ -37,7 +37,7 @@ def test_burst_closed_loop_runs_in_waves_of_one_static_batch(specs_with):
     T1, C = float(t1[0]), float(c[0])
     W = 3
     res = simulate(specs_with(prompt_len=P, output_len=O, arrival="closed_loop", concurrency=N,
-                              num_requests=W * N, client="vllm_bench"), DesSpec(ramp_up_s=2.0)).result
+                              num_requests=W * N, client="vllm_bench"), DesSpec(clients=dict(ramp_up_s=2.0))).result
     s, t = res.summary, res.table
     assert s["num_measured"] == W * N                  # every request counts (no window)
     assert s["ttft_ms_mean"] == pytest.approx(T1 * 1e3, rel=1e-9)
@@ -48,16 +48,16 @@ def test_burst_closed_loop_runs_in_waves_of_one_static_batch(specs_with):
     # the client=none settings of old validate rows (2 s ramp, +-5 %) break the waves up
     spread = simulate(specs_with(prompt_len=P, output_len=O, arrival="closed_loop", concurrency=N,
                                  num_requests=W * N),
-                      DesSpec(ramp_up_s=2.0, length_jitter=0.05)).result.table
+                      DesSpec(clients=dict(ramp_up_s=2.0, length_jitter=0.05))).result.table
     assert len(np.unique(spread["completion_s"].to_numpy()[:N])) == N
 
 
 def test_client_sets_the_des_fields_and_none_leaves_them():
-    d = DesSpec(ramp_up_s=2.0, warmup_s=2.0, exclude_drain=True, length_jitter=0.05)
+    d = DesSpec(clients=dict(ramp_up_s=2.0, warmup_s=2.0, exclude_drain=True, length_jitter=0.05))
     assert client_des(d, "none") is d
-    a = client_des(d, "aiperf")
+    a = client_des(d, "aiperf").clients
     assert (a.ramp_up_s, a.warmup_s, a.exclude_drain, a.length_jitter, a.tpot_definition) == (0.0, 0.0, False, 0.0, "decode")
-    assert client_des(d, "guidellm").tpot_definition == "per_output_token"
+    assert client_des(d, "guidellm").clients.tpot_definition == "per_output_token"
     assert profile_fields("none") == {}
 
 

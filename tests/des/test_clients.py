@@ -37,7 +37,7 @@ def test_closed_loop_of_128_identical_requests_no_longer_lock_step(specs_with):
     assert lock.summary["ttft_ms_mean"] == pytest.approx(lock.summary["ttft_ms_p50"])
     # users ramping up over 2 s, lengths +-10 %, 2 % log-normal step jitter: completions spread
     # out (they group only by output length: +-13 tokens -> at most 27 decode steps apart)
-    real = _closed_128(specs_with, DesSpec(ramp_up_s=2.0, length_jitter=0.1), jitter_sigma=0.02)
+    real = _closed_128(specs_with, DesSpec(clients=dict(ramp_up_s=2.0, length_jitter=0.1)), jitter_sigma=0.02)
     c = real.table["completion_s"].to_numpy()[:N]
     _, counts = np.unique(c, return_counts=True)
     assert len(counts) >= 20 and counts.max() <= 16
@@ -55,15 +55,15 @@ def test_ramp_time_change_by_hand():
 
 def test_closed_loop_users_start_evenly_over_the_ramp(specs_with):
     specs = specs_with(arrival="closed_loop", concurrency=8, num_requests=16)
-    t = simulate(specs, DesSpec(ramp_up_s=4.0)).result.table
+    t = simulate(specs, DesSpec(clients=dict(ramp_up_s=4.0))).result.table
     # user i of 8 starts at i x 4 / 8 s
     assert np.allclose(t["arrival_s"].to_numpy()[:8], np.arange(8) * 0.5)
 
 
 def test_length_jitter_bounds_and_seed(specs_with):
     specs = specs_with(num_requests=200, prompt_len=1000, output_len=100)
-    a = simulate(specs, DesSpec(length_jitter=0.2)).result.table
-    b = simulate(specs, DesSpec(length_jitter=0.2)).result.table
+    a = simulate(specs, DesSpec(clients=dict(length_jitter=0.2))).result.table
+    b = simulate(specs, DesSpec(clients=dict(length_jitter=0.2))).result.table
     p, o = a["prompt_len"].to_numpy(), a["output_len"].to_numpy()
     assert p.min() >= 800 and p.max() <= 1200 and o.min() >= 80 and o.max() <= 120
     assert p.std() > 50                           # uniform on +-200: std 200/sqrt(3) = 115
@@ -73,7 +73,7 @@ def test_length_jitter_bounds_and_seed(specs_with):
 def test_exponential_think_time_has_the_mean(specs_with):
     specs = specs_with(arrival="closed_loop", concurrency=1, think_time_s=1.0, num_requests=300,
                        prompt_len=64, output_len=2)
-    t = simulate(specs, DesSpec(think_time_dist="exponential")).result.table
+    t = simulate(specs, DesSpec(clients=dict(think_time_dist="exponential"))).result.table
     think = t["arrival_s"].to_numpy()[1:] - t["completion_s"].to_numpy()[:-1]
     # exponential, mean 1 s: the sample mean of 299 draws is within 4 standard errors (1/sqrt(299))
     assert abs(think.mean() - 1.0) < 4 / np.sqrt(299)
@@ -82,7 +82,7 @@ def test_exponential_think_time_has_the_mean(specs_with):
 
 def test_measurement_window_drops_warm_up_and_drain(specs_with):
     specs = specs_with(arrival="closed_loop", concurrency=16, num_requests=160)
-    r = simulate(specs, DesSpec(warmup_s=1.0, exclude_drain=True)).result
+    r = simulate(specs, DesSpec(clients=dict(warmup_s=1.0, exclude_drain=True))).result
     t, s = r.table, r.summary
     m = t.filter(t["measured"])
     last_arrival = t["arrival_s"].max()
@@ -97,10 +97,10 @@ def test_measurement_window_drops_warm_up_and_drain(specs_with):
 def test_bad_client_setting_names_field():
     from engine.errors import SpecError
 
-    with pytest.raises(SpecError, match=r"engine\.des\.length_jitter"):
-        DesSpec(length_jitter=1.5)
-    with pytest.raises(SpecError, match=r"engine\.des\.think_time_dist"):
-        DesSpec(think_time_dist="gamma")
+    with pytest.raises(SpecError, match=r"engine\.des\.clients\.length_jitter"):
+        DesSpec(clients=dict(length_jitter=1.5))
+    with pytest.raises(SpecError, match=r"engine\.des\.clients\.think_time_dist"):
+        DesSpec(clients=dict(think_time_dist="gamma"))
 
 
 def test_open_loop_rate_ramps_up(specs_with):
@@ -108,6 +108,6 @@ def test_open_loop_rate_ramps_up(specs_with):
     # to sqrt(2 x 4 x 0.5) = 2 s and the one due at 3 s to 3 + 2 = 5 s (by hand, ramp_arrivals)
     specs = specs_with(num_requests=40, arrival="gamma", rate_rps=10.0, arrival_cv=0.01)
     plain = simulate(specs, DesSpec()).result.table["arrival_s"].to_numpy()
-    ramped = simulate(specs, DesSpec(ramp_up_s=4.0)).result.table["arrival_s"].to_numpy()
+    ramped = simulate(specs, DesSpec(clients=dict(ramp_up_s=4.0))).result.table["arrival_s"].to_numpy()
     assert np.allclose(ramped, ramp_arrivals(plain, 4.0))
     assert ramped[5] == pytest.approx(2.0, rel=0.05) and ramped[30] == pytest.approx(5.0, rel=0.01)

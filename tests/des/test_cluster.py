@@ -2,8 +2,6 @@
 signals, cost, per-class metrics and detectors, counterfactual regret. Expected numbers are
 derived by hand in each test (integrals, block arithmetic, bandwidth division)."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -25,7 +23,7 @@ def _uniform_stream(n, prompt=100, output=10, block_tokens=64):
 
 def test_defaults_switch_every_cluster_feature_off():
     assert not DesSpec().cluster_features
-    assert DesSpec(timeseries_s=10).cluster_features
+    assert DesSpec(outputs=dict(timeseries_s=10)).cluster_features
 
 
 def test_diurnal_warp_puts_the_integral_of_the_profile_in_each_half():
@@ -34,7 +32,7 @@ def test_diurnal_warp_puts_the_integral_of_the_profile_in_each_half():
     # trough half P/2 - A P / pi: ratio (0.5 + 0.6/pi) / (0.5 - 0.6/pi) = 2.2357
     P = 10_000.0
     a = np.linspace(0.0, P, 100_001)
-    t = shape_arrivals(a, DesSpec(traffic_shape="diurnal", traffic_peak_ratio=4, traffic_period_s=P))
+    t = shape_arrivals(a, DesSpec(cluster=dict(traffic_shape="diurnal", traffic_peak_ratio=4, traffic_period_s=P)))
     peak = ((t >= P / 4) & (t < 3 * P / 4)).sum()
     trough = len(t) - peak
     assert peak / trough == pytest.approx((0.5 + 0.6 / np.pi) / (0.5 - 0.6 / np.pi), rel=2e-3)
@@ -43,7 +41,7 @@ def test_diurnal_warp_puts_the_integral_of_the_profile_in_each_half():
 
 def test_drain_drops_what_the_shaped_process_never_reaches():
     # drain from t0 = 0 over L = 100 s: f = 1 - t/100, total integral 50 -> arrivals a <= 50 kept
-    t = shape_arrivals(np.arange(200.0), DesSpec(traffic_shape="drain", traffic_len_s=100.0))
+    t = shape_arrivals(np.arange(200.0), DesSpec(cluster=dict(traffic_shape="drain", traffic_len_s=100.0)))
     assert np.isfinite(t).sum() == 51
     # a = 50 lands at the end of the drain: cum(t) = t - t^2/200 = 50 at t = 100
     assert t[50] == pytest.approx(100.0, abs=0.05)
@@ -51,7 +49,7 @@ def test_drain_drops_what_the_shaped_process_never_reaches():
 
 def test_sessions_grow_the_prompt_and_share_the_prefix_blocks():
     st = _uniform_stream(400)
-    des = DesSpec(session_turns=3, session_system_tokens=128)
+    des = DesSpec(clients=dict(session_turns=3, session_system_tokens=128))
     out = sessionize(st, des, np.random.default_rng(1))
     sess, nxt = out.session, out.next_turn
     assert 1 < len(np.unique(sess)) < 400
@@ -88,8 +86,8 @@ def test_tiers_evict_down_lru_and_promote_on_a_hit():
 def test_host_tier_transfer_time_from_the_hardware_host_link(base_specs):
     # Llama-3.1-8B KV per token: 2 x 32 layers x 8 heads x 128 x 2 bytes = 131,072 B; a 512-token
     # entry 67.1 MB; the H100's host link 64 GB/s per direction (datasheet: PCIe Gen5 128 GB/s)
-    h, d, hs, ds = tier_setup(base_specs, DesSpec(prefix_caching=True, kv_host_gb=100, kv_disk_gb=10,
-                                                  kv_disk_bandwidth_gb_s=5), 512)
+    h, d, hs, ds = tier_setup(base_specs, DesSpec(kv=dict(prefix_caching=True, kv_host_gb=100, kv_disk_gb=10,
+                                                          kv_disk_bandwidth_gb_s=5)), 512)
     entry = 512 * 131072
     assert h == int(100e9 // entry) and d == int(10e9 // entry)
     assert hs == pytest.approx(entry / 64e9) and ds == pytest.approx(entry / 5e9)
@@ -99,9 +97,9 @@ def test_tiered_run_serves_evicted_prefixes_from_host(specs_with):
     # 2000 KV blocks of 16 tokens (32,000 tokens) cannot hold the sessions' prefixes: with a
     # host tier the evicted blocks come back from host memory instead of being prefilled again
     specs = specs_with(arrival="poisson", rate_rps=8.0, num_requests=600, prompt_len=800, output_len=64)
-    base = DesSpec(num_kv_blocks=2000, session_turns=4, session_think_s=2.0, prefix_caching=True)
+    base = DesSpec(kv=dict(num_kv_blocks=2000, prefix_caching=True), clients=dict(session_turns=4, session_think_s=2.0))
     hbm = simulate(specs, base).result.summary
-    tier = simulate(specs, replace(base, kv_host_gb=50.0)).result.summary
+    tier = simulate(specs, base.with_(kv=dict(kv_host_gb=50.0))).result.summary
     assert tier["prefix_hit_rate_host"] > 0.05
     assert tier["prefix_hit_rate"] > hbm["prefix_hit_rate"]
     assert tier["prefix_hit_rate"] == pytest.approx(
@@ -113,18 +111,18 @@ def test_stale_signals_herd_requests_onto_one_replica(specs_with):
     # least_outstanding with signals older than the whole run sees the initial all-zero record
     # for every request: ties go to the lowest index, so replica 0 gets everything
     specs = specs_with(arrival="poisson", rate_rps=20.0, num_requests=200)
-    fresh = simulate(specs, DesSpec(replicas=3, router="least_outstanding", timeseries_s=10)).result
-    stale = simulate(specs, DesSpec(replicas=3, router="least_outstanding", signal_delay_s=1e6)).result
+    fresh = simulate(specs, DesSpec(cluster=dict(replicas=3, router="least_outstanding"), outputs=dict(timeseries_s=10))).result
+    stale = simulate(specs, DesSpec(cluster=dict(replicas=3, router="least_outstanding", signal_delay_s=1e6))).result
     assert set(stale.table["replica"].to_list()) == {0}
     assert len(set(fresh.table["replica"].to_list())) == 3
     # fleet routing with fresh signals chooses what the plain router does
-    plain = simulate(specs, DesSpec(replicas=3, router="least_outstanding")).result
+    plain = simulate(specs, DesSpec(cluster=dict(replicas=3, router="least_outstanding"))).result
     assert fresh.table["replica"].to_list() == plain.table["replica"].to_list()
 
 
 def test_cost_is_replica_hours_times_devices_times_price(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=10.0, num_requests=300)
-    r = simulate(specs, DesSpec(replicas=2, price_per_hour=2.5, timeseries_s=10)).result
+    r = simulate(specs, DesSpec(cluster=dict(replicas=2, price_per_hour=2.5), outputs=dict(timeseries_s=10))).result
     s = r.summary
     # two replicas billed from t = 0 to the end of the run (the last completion)
     t_end = float(np.nanmax(r.table["completion_s"].to_numpy()))
@@ -136,10 +134,10 @@ def test_cost_is_replica_hours_times_devices_times_price(specs_with):
 
 def test_autoscaler_adds_replicas_under_a_spike_and_bills_provisioning(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=6.0, num_requests=2400, prompt_len=1024, output_len=256)
-    des = DesSpec(replicas=1, autoscale="queue", autoscale_target=8, autoscale_max=4,
-                  autoscale_interval_s=10, provision_delay_s=30, traffic_shape="spike",
-                  traffic_peak_ratio=5, traffic_start_s=60, traffic_len_s=60, timeseries_s=10,
-                  price_per_hour=1.0)
+    des = DesSpec(cluster=dict(replicas=1, autoscale="queue", autoscale_target=8, autoscale_max=4,
+                               autoscale_interval_s=10, provision_delay_s=30, traffic_shape="spike",
+                               traffic_peak_ratio=5, traffic_start_s=60, traffic_len_s=60, price_per_hour=1.0),
+                  outputs=dict(timeseries_s=10))
     s = simulate(specs, des).result.summary
     assert s["replicas_peak"] > 1
     assert s["scale_events"] >= 2
@@ -161,9 +159,9 @@ def test_jain_index_and_priority_inversions_by_hand():
 def test_counterfactual_priority_helps_class_0_and_names_who_paid(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=40.0, num_requests=600, prompt_len=1024,
                        priority_fraction=0.3)
-    same = simulate(specs, DesSpec(counterfactual="queue_policy=fcfs")).result
+    same = simulate(specs, DesSpec(counterfactual="scheduling.queue_policy=fcfs")).result
     assert same.summary["cf_regressed"] == 0 and same.summary["cf_regret_e2e_ms_max"] == 0.0
-    r = simulate(specs, DesSpec(counterfactual="queue_policy=priority")).result
+    r = simulate(specs, DesSpec(counterfactual="scheduling.queue_policy=priority")).result
     s = r.summary
     assert s["cf_class0_regret_e2e_ms_mean"] < 0 < s["cf_class1_regret_e2e_ms_mean"]
     reg = r.frames["regret"].filter("regressed")
@@ -171,17 +169,18 @@ def test_counterfactual_priority_helps_class_0_and_names_who_paid(specs_with):
     assert set(reg["priority"].to_list()) == {1}
 
 
-@pytest.mark.parametrize("field, value", [("traffic_shape", "weekly"), ("autoscale", "magic"),
-                                          ("traffic_peak_ratio", 0.5), ("session_turns", 0.5)])
-def test_bad_settings_name_the_field(field, value):
-    with pytest.raises(SpecError, match=field):
-        DesSpec(**{field: value})
+@pytest.mark.parametrize("sub, field, value", [("cluster", "traffic_shape", "weekly"), ("cluster", "autoscale", "magic"),
+                                               ("cluster", "traffic_peak_ratio", 0.5),
+                                               ("clients", "session_turns", 0.5)])
+def test_bad_settings_name_the_field(sub, field, value):
+    with pytest.raises(SpecError, match=f"engine.des.{sub}.{field}"):
+        DesSpec(**{sub: {field: value}})
 
 
 def test_tiers_need_prefix_caching(specs_with):
     with pytest.raises(SpecError, match="kv_host_gb"):
         simulate(specs_with(num_requests=4, arrival="poisson", rate_rps=1.0),
-                 DesSpec(kv_host_gb=10.0, session_turns=2))
+                 DesSpec(kv=dict(kv_host_gb=10.0), clients=dict(session_turns=2)))
     with pytest.raises(SpecError, match="counterfactual"):
         simulate(specs_with(num_requests=4, arrival="poisson", rate_rps=1.0),
                  DesSpec(counterfactual="bogus=1"))
@@ -196,7 +195,7 @@ def test_redrawn_gaps_keep_the_mean_rate_and_have_the_asked_cv(kind, cv):
     assert weibull_shape(1.0) == pytest.approx(1.0, abs=1e-9)
     assert weibull_shape(5 ** 0.5) == pytest.approx(0.5, abs=1e-9)
     a = np.arange(200_001, dtype=float) * 0.1          # mean gap 0.1 s
-    t = redraw_gaps(a, DesSpec(arrival_dist=kind, arrival_cv=cv), np.random.default_rng(3))
+    t = redraw_gaps(a, DesSpec(clients=dict(arrival_dist=kind, arrival_cv=cv)), np.random.default_rng(3))
     g = np.diff(np.sort(t))
     assert g.mean() == pytest.approx(0.1, rel=0.02)
     assert g.std() / g.mean() == pytest.approx(cv, rel=0.05)
@@ -232,7 +231,7 @@ def test_cli_run_logs_the_time_series_and_the_report_plots_it(mlflow_uri, tmp_pa
     from tests.conftest import run_cli
 
     p = run_cli(["engine=des", "workload=azure_conv_2k", "workload.num_requests=300",
-                 "engine.des.replicas=2", "engine.des.timeseries_s=10", "engine.des.record_decisions=true",
+                 "engine.des.cluster.replicas=2", "engine.des.outputs.timeseries_s=10", "engine.des.outputs.record_decisions=true",
                  "hardware.price_per_hour=2.0", f"tracking.uri={mlflow_uri}", "print_table=false",
                  f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr

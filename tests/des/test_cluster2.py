@@ -28,9 +28,9 @@ def test_classes_split_by_share_draw_their_own_lengths_and_keep_the_poisson_rate
     n, R = 20_000, 10.0
     arr = np.cumsum(np.random.default_rng(5).exponential(1 / R, n))
     st = _stream(arr, np.full(n, 512), np.full(n, 128))
-    des = DesSpec(classes=({"name": "chat", "share": 0.3, "prompt_len": 300, "priority": 0},
+    des = DesSpec(clients=dict(classes=({"name": "chat", "share": 0.3, "prompt_len": 300, "priority": 0},
                            {"name": "batch", "share": 0.7, "output_len": 1000, "priority": 2,
-                            "output_dist": {"kind": "uniform", "low": 500}}))
+                            "output_dist": {"kind": "uniform", "low": 500}})))
     out = apply_classes(st, des)
     chat, bat = out.klass == 0, out.klass == 1
     # binomial count: mean 0.3 n = 6000, sd sqrt(n 0.3 0.7) = 64.8; 5 sd
@@ -50,27 +50,27 @@ def test_classes_split_by_share_draw_their_own_lengths_and_keep_the_poisson_rate
 
 def test_class_filters_take_trace_rows_first_then_shares_take_the_rest():
     st = _stream(np.arange(6.0), [100, 3000, 500, 5000, 2048, 90], [10, 10, 900, 10, 10, 10])
-    des = DesSpec(classes=({"name": "long", "filter": "prompt_len >= 2048"},
+    des = DesSpec(clients=dict(classes=({"name": "long", "filter": "prompt_len >= 2048"},
                            {"name": "gen", "filter": "output_len > 500 & prompt_len < 2048"},
-                           {"name": "rest", "share": 1.0}))
+                           {"name": "rest", "share": 1.0})))
     out = apply_classes(st, des)
     assert out.klass.tolist() == [2, 0, 1, 0, 0, 2]
     assert out.prompt.tolist() == st.prompt.tolist()    # a filter class keeps the row's lengths
     with pytest.raises(SpecError, match="match none"):
-        apply_classes(st, replace(des, classes=des.classes[:2]))
+        apply_classes(st, des.with_(clients=dict(classes=des.clients.classes[:2])))
     # a trace's other columns: "client == 7 & prompt_len < 1000" picks rows 0 and 5 only
     st = replace(st, columns={"client": np.array([7.0, 7, 3, 7, 3, 7])})
-    out = apply_classes(st, DesSpec(classes=({"name": "c7", "filter": "client == 7 & prompt_len < 1000"},
-                                             {"name": "rest", "share": 1.0})))
+    out = apply_classes(st, DesSpec(clients=dict(classes=({"name": "c7", "filter": "client == 7 & prompt_len < 1000"},
+                                             {"name": "rest", "share": 1.0}))))
     assert out.klass.tolist() == [0, 1, 1, 1, 1, 0]
     with pytest.raises(SpecError, match="no 'tenant'"):
-        apply_classes(st, DesSpec(classes=({"filter": "tenant == 1"}, {"share": 1.0})))
+        apply_classes(st, DesSpec(clients=dict(classes=({"filter": "tenant == 1"}, {"share": 1.0}))))
 
 
 def test_per_class_results_use_the_class_slos_and_names(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=5.0, num_requests=300)
-    des = DesSpec(classes=({"name": "tight", "share": 0.5, "slo_ttft_ms": 1e-6},
-                           {"name": "loose", "share": 0.5, "slo_ttft_ms": 1e9, "slo_tpot_ms": 1e9}))
+    des = DesSpec(clients=dict(classes=({"name": "tight", "share": 0.5, "slo_ttft_ms": 1e-6},
+                           {"name": "loose", "share": 0.5, "slo_ttft_ms": 1e9, "slo_tpot_ms": 1e9})))
     s = simulate(specs, des).result.summary
     # a TTFT of at least one prefill never meets 1 ns; every completed request meets 1e9 ms
     assert s["class_tight_slo_attainment"] == 0.0 and s["class_loose_slo_attainment"] == 1.0
@@ -84,13 +84,13 @@ def test_per_class_results_use_the_class_slos_and_names(specs_with):
                                         ({"share": 1.0, "name": "a-b"}, "name")])
 def test_bad_classes_name_the_field(cls, field):
     with pytest.raises(SpecError, match=field):
-        DesSpec(classes=(cls,))
+        DesSpec(clients=dict(classes=(cls,)))
 
 
 def test_classes_refuse_a_workload_priority_fraction(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=5.0, num_requests=50, priority_fraction=0.3)
     with pytest.raises(SpecError, match="priority_fraction"):
-        simulate(specs, DesSpec(classes=({"share": 1.0},)))
+        simulate(specs, DesSpec(clients=dict(classes=({"share": 1.0},))))
 
 
 # -------------------------------------------------------- 2. deadlines abort running requests
@@ -101,7 +101,7 @@ def test_a_deadline_aborts_running_requests_and_frees_their_slot(base_specs):
     # decode steps (> 5000 x the step time)
     st = _stream([0.0, 0.0, 0.1], [16, 16, 16], [5000, 5000, 10])
     cl = ({"name": "long", "filter": "output_len > 1000", "deadline_s": 5.0}, {"name": "short", "share": 1.0})
-    des = DesSpec(max_num_seqs=2, classes=cl, record_decisions=True)
+    des = DesSpec(scheduling=dict(max_num_seqs=2), clients=dict(classes=cl), outputs=dict(record_decisions=True))
     r = simulate(base_specs, des, stream=st)
     s, t = r.result.summary, r.result.table
     assert s["cancelled"] == 2 and s["cancelled_running"] == 2 and s["cancelled_queued"] == 0
@@ -114,7 +114,7 @@ def test_a_deadline_aborts_running_requests_and_frees_their_slot(base_specs):
     assert (emitted > 0).all() and (emitted < 5000).all()
     dec = r.result.frames["decisions"].filter(pl.col("decision") == "abort_running")
     assert sorted(dec["request_id"].to_list()) == [0, 1] and (dec["t_s"] >= 5.0).all()
-    plain = simulate(base_specs, replace(des, classes=(cl[0] | {"deadline_s": 0.0}, cl[1])), stream=st)
+    plain = simulate(base_specs, des.with_(clients=dict(classes=(cl[0] | {"deadline_s": 0.0}, cl[1]))), stream=st)
     assert plain.result.summary["cancelled"] == 0
     assert plain.result.table["scheduled_s"][2] > sched2 + 10.0
 
@@ -122,7 +122,7 @@ def test_a_deadline_aborts_running_requests_and_frees_their_slot(base_specs):
 def test_a_deadline_in_the_queue_counts_as_queued(base_specs):
     # one slot: request 1 (arrives at 0) waits behind a 5000-token generation; deadline 1 s
     st = _stream([0.0, 0.0], [16, 16], [5000, 10])
-    r = simulate(base_specs, DesSpec(max_num_seqs=1, deadline_s=1.0), stream=st).result.summary
+    r = simulate(base_specs, DesSpec(scheduling=dict(max_num_seqs=1), cluster=dict(deadline_s=1.0)), stream=st).result.summary
     # request 0 is aborted while running (at >= 1 s), request 1 leaves the queue at 1 s
     assert r["cancelled"] == 2 and r["cancelled_running"] == 1 and r["cancelled_queued"] == 1
 
@@ -130,7 +130,7 @@ def test_a_deadline_in_the_queue_counts_as_queued(base_specs):
 # ------------------------------------------- 3. preemption decisions, head-of-line blocked time
 def test_preemptions_are_in_the_decision_trace_with_their_signals(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=30.0, num_requests=400, prompt_len=512, output_len=512)
-    r = simulate(specs, DesSpec(num_kv_blocks=1500, record_decisions=True)).result
+    r = simulate(specs, DesSpec(kv=dict(num_kv_blocks=1500), outputs=dict(record_decisions=True))).result
     s, t = r.summary, r.table
     pre = r.frames["decisions"].filter(pl.col("decision") == "preempt")
     assert s["preemptions_total"] > 0 and pre.height == s["preemptions_total"]
@@ -150,7 +150,7 @@ def test_head_of_line_blocked_time_from_first_block_to_admission(base_specs):
     # the end of request 0's prefill (both 1 and 2 queued by then), so blocked time =
     # scheduled[1] - first_token[0], and 1 is admitted when 0 completes.
     st = _stream([0.0, 0.001, 0.001], [800, 1000, 16], [100, 10, 10])
-    r = simulate(base_specs, DesSpec(num_kv_blocks=100, watermark=0.0, record_decisions=True), stream=st).result
+    r = simulate(base_specs, DesSpec(kv=dict(num_kv_blocks=100, watermark=0.0), outputs=dict(record_decisions=True)), stream=st).result
     s, t = r.summary, r.table
     assert s["hol_blocked_heads"] == 1
     assert t["scheduled_s"][1] == pytest.approx(t["completion_s"][0])
@@ -237,7 +237,7 @@ def _fleet(index, caches, total=8):
                             busy_s=0.0, on_preempt=None) for i, c in enumerate(caches)]
     st = SimpleNamespace(hashes=[np.array([1, 2, 3]), np.array([1, 2, 3, 4]), np.array([10, 11])],
                          prompt=np.full(3, 100), output=np.full(3, 10))
-    des = DesSpec(router="weighted", prefix_caching=True, prefix_index=index)
+    des = DesSpec(cluster=dict(router="weighted", prefix_index=index), kv=dict(prefix_caching=True))
     return Fleet(des, reps, len(reps), st, devices_per_replica=1, price_per_hour=0.0), reps
 
 
@@ -274,13 +274,13 @@ def test_lru_index_keeps_at_most_the_replica_cache_size():
 
 def test_prefix_index_runs_end_to_end(specs_with):
     specs = specs_with(arrival="poisson", rate_rps=12.0, num_requests=600)
-    base = DesSpec(replicas=3, router="weighted", prefix_caching=True, session_turns=4, session_think_s=5,
-                   session_system_tokens=512, num_kv_blocks=1500)
+    base = DesSpec(cluster=dict(replicas=3, router="weighted"), kv=dict(prefix_caching=True, num_kv_blocks=1500),
+                   clients=dict(session_turns=4, session_think_s=5, session_system_tokens=512))
     for idx in ("events", "lru"):
-        s = simulate(specs, replace(base, prefix_index=idx)).result.summary
+        s = simulate(specs, base.with_(cluster=dict(prefix_index=idx))).result.summary
         assert s["num_completed"] == 600 and 0 < s["prefix_hit_rate"] < 1
     with pytest.raises(SpecError, match="prefix_index"):
-        DesSpec(prefix_index="psychic")
+        DesSpec(cluster=dict(prefix_index="psychic"))
 
 
 def test_tiered_cache_reports_only_what_leaves_the_last_tier():
@@ -300,14 +300,14 @@ def test_tiered_cache_reports_only_what_leaves_the_last_tier():
 def test_classes_deadline_and_index_compose_from_hydra():
     from tests.conftest import compose_specs     # the job's config -> spec path (runner.convert)
 
-    s = compose_specs("engine=des", "engine.des.deadline_s=5", "engine.des.prefix_index=lru",
-                      "engine.des.classes=[{name:a,share:0.4,prompt_len:100,prompt_dist:{kind:uniform,low:50}},"
+    s = compose_specs("engine=des", "engine.des.cluster.deadline_s=5", "engine.des.cluster.prefix_index=lru",
+                      "engine.des.clients.classes=[{name:a,share:0.4,prompt_len:100,prompt_dist:{kind:uniform,low:50}},"
                       "{name:b,share:0.6,priority:1,slo_ttft_ms:300}]")
-    a, b = s.des.classes
+    a, b = s.des.clients.classes
     assert (a.name, a.share, a.prompt_len, a.prompt_dist.kind, a.prompt_dist.low) == ("a", 0.4, 100, "uniform", 50)
-    assert (b.priority, b.slo_ttft_ms) == (1, 300.0) and s.des.deadline_s == 5.0 and s.des.prefix_index == "lru"
+    assert (b.priority, b.slo_ttft_ms) == (1, 300.0) and s.des.cluster.deadline_s == 5.0 and s.des.cluster.prefix_index == "lru"
     with pytest.raises(SpecError, match="classes"):
-        compose_specs("engine=des", "engine.des.classes=[{name:a,share:1.0,colour:red}]")
+        compose_specs("engine=des", "engine.des.clients.classes=[{name:a,share:1.0,colour:red}]")
 
 
 def test_inference_perf_random_data_loads_as_a_trace(tmp_path):
@@ -341,8 +341,8 @@ def test_cli_servegen_trace_with_classes_and_deadline_reaches_mlflow(mlflow_uri,
     # client 0 sends prompts of 100 tokens, client 1 of 700 or 900: a filter on the trace's
     # client column splits them
     p = run_cli(["engine=des", "workload.arrival=trace", f"workload.trace.path={tmp_path / 'sg.csv'}",
-                 "engine.des.classes=[{name:long,filter:'client == 1',priority:1,deadline_s:0.01},"
-                 "{name:short,share:1.0}]", "engine.des.record_decisions=true",
+                 "engine.des.clients.classes=[{name:long,filter:'client == 1',priority:1,deadline_s:0.01},"
+                 "{name:short,share:1.0}]", "engine.des.outputs.record_decisions=true",
                  f"tracking.uri={mlflow_uri}", "print_table=false", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     c = MlflowClient(tracking_uri=mlflow_uri)

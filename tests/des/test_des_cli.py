@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_cli_des_on_shipped_trace_logs_table_and_percentiles(tmp_path, mlflow_uri):
     p = run_cli(["engine=des", "workload=azure_conv_2k", "workload.num_requests=300",
-                 "engine.des.record_iterations=true",
+                 "engine.des.outputs.record_iterations=true",
                  f"tracking.uri={mlflow_uri}", f"hydra.run.dir={tmp_path}/job"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     job = tmp_path / "job"
@@ -32,7 +32,7 @@ def test_cli_des_on_shipped_trace_logs_table_and_percentiles(tmp_path, mlflow_ur
               "throughput_tok_s_per_gpu", "goodput_rps", "kv_utilisation_mean"):
         assert m[k] == pytest.approx(summary[k]), k
     assert runs[0].data.tags["simllm.engine"] == "des"
-    # engine.des.scheduler is null in conf/engine/des.yaml: the default profile (conf/framework/
+    # engine.des.scheduling.scheduler is null in conf/engine/des.yaml: the default profile (conf/framework/
     # vllm_v1.yaml: decode-first chunked prefill) supplies it
     assert runs[0].data.params["framework.scheduler"] == "sarathi"
     assert runs[0].data.params["framework.name"] == "vllm_v1"

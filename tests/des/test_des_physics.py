@@ -43,7 +43,7 @@ def test_closed_loop_lock_step_batch_n(specs_with, n):
     # the analytical static batch of n: TTFT = analytical TTFT(B=n), TPOT = analytical TPOT(B=n),
     # and the decode batch is n throughout.
     specs = specs_with(arrival="closed_loop", concurrency=n, num_requests=3 * n)
-    sim = simulate(specs, DesSpec(record_iterations=True))
+    sim = simulate(specs, DesSpec(outputs=dict(record_iterations=True)))
     a = _analytical(specs, n)
     t = sim.result.table
     assert t["tpot_ms"].to_numpy() == pytest.approx(a["tpot_ms_p50"], rel=0.01)
@@ -77,7 +77,7 @@ def _pressure(specs_with, blocks):
     specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    return simulate(specs, DesSpec(num_kv_blocks=blocks))
+    return simulate(specs, DesSpec(kv=dict(num_kv_blocks=blocks)))
 
 
 @pytest.mark.parametrize("blocks", [0, 600])
@@ -135,12 +135,13 @@ def test_swap_preemption_conserves_and_never_recomputes(specs_with):
     specs = specs_with(num_requests=300, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    fast = simulate(specs, DesSpec(num_kv_blocks=600, preemption="swap", swap_bandwidth_gb_s=128))
+    fast = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600),
+                                   scheduling=dict(preemption="swap", swap_bandwidth_gb_s=128)))
     s = fast.result.summary
     assert s["preemptions_total"] > 10 and s["recompute_tokens"] == 0
     assert s["num_completed"] == 300 and fast.state.tokens_out == s["output_tokens"]
-    slow = simulate(specs, DesSpec(num_kv_blocks=600, preemption="swap",
-                                   swap_bandwidth_gb_s=0.001)).result.summary
+    slow = simulate(specs, DesSpec(kv=dict(num_kv_blocks=600),
+                                   scheduling=dict(preemption="swap", swap_bandwidth_gb_s=0.001))).result.summary
     assert slow["e2e_ms_mean"] > fast.result.summary["e2e_ms_mean"]
 
 
@@ -165,10 +166,9 @@ def test_bound_terms_are_the_step_models_decode_pass():
     2 H (512 + 64) + 2 H 512 = 278,528 FLOPs (the old label used the former)."""
     from engine.analytical.step import StepModel
     from engine.des.run import decode_step_terms
-    from tests.conftest import compose_specs
+    from tests.fixtures import specs
 
-    sm = StepModel.from_specs(compose_specs("model=deepseek_v3", "hardware=h200", "partition=tp8",
-                                            "framework=generic"))
+    sm = StepModel.from_specs(specs(model="deepseek_v3", hardware="h200", partition="tp8", framework="generic"))
     assert sm.decode_flops_per_pair / sm.flops_per_pair == pytest.approx(278528 / 81920, rel=1e-9)
     B, c1, c2 = 64.0, 1000.0, 3000.0
     a, b = decode_step_terms(sm, B, c1), decode_step_terms(sm, B, c2)

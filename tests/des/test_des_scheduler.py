@@ -1,7 +1,5 @@
 """Schedulers, queue policies, admission control, replicas, routing and prefix caching."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -23,11 +21,11 @@ def test_sarathi_chunks_a_long_prompt(base_specs, specs_with):
     for i in range(4):
         pairs, read = prefill_chunk_aggregates(512, 512 * i)
         ttft += float(sm.time(512.0, 1.0 if i == 3 else 0.0, pairs, read))
-    r = simulate(specs, DesSpec(scheduler="sarathi", chunk_size=512)).result
+    r = simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512))).result
     assert r.table["ttft_ms"][0] == pytest.approx(ttft * 1e3, rel=1e-9)
     # vLLM (no chunking) does it in one pass of 2048
     pairs, read = prefill_chunk_aggregates(2048, 0)
-    v = simulate(specs, DesSpec(scheduler="vllm")).result
+    v = simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"))).result
     assert v.table["ttft_ms"][0] == pytest.approx(float(sm.time(2048.0, 1.0, pairs, read)) * 1e3, rel=1e-9)
 
 
@@ -39,7 +37,8 @@ def test_sarathi_mixed_iteration_aggregates(base_specs, specs_with):
     sm = StepModel.from_specs(base_specs)
     stream = RequestStream(arrival_s=np.array([0.0, 0.05]), prompt=np.array([100, 400]),
                            output=np.array([50, 50]), priority=np.zeros(2, np.int8))
-    sim = simulate(specs, DesSpec(scheduler="sarathi", chunk_size=512, record_iterations=True),
+    sim = simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512),
+                                  outputs=dict(record_iterations=True)),
                    stream=stream)
     tl = sim.timeline
     mixed = tl.filter(tl["prefill_tokens"] == 400)
@@ -57,8 +56,8 @@ def test_orca_never_preempts_and_vllm_does(specs_with):
     specs = specs_with(num_requests=120, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=256, prompt_dist={"kind": "uniform", "low": 256, "high": 1792},
                        output_dist={"kind": "uniform", "low": 16, "high": 496})
-    o = simulate(specs, DesSpec(scheduler="orca", num_kv_blocks=600)).result.summary
-    v = simulate(specs, DesSpec(scheduler="vllm", num_kv_blocks=600)).result.summary
+    o = simulate(specs, DesSpec(scheduling=dict(scheduler="orca"), kv=dict(num_kv_blocks=600))).result.summary
+    v = simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"), kv=dict(num_kv_blocks=600))).result.summary
     assert o["preemptions_total"] == 0 and v["preemptions_total"] > 0
     assert o["num_completed"] == v["num_completed"] == 120
 
@@ -73,11 +72,11 @@ def test_priority_and_sjf_policies(specs_with):
     # A small KV cache makes requests queue. Priority: class 0 waits less than class 1.
     # SJF: the shorter half of the prompts waits less than the longer half.
     specs = _overload(specs_with, priority_fraction=0.3)
-    des = DesSpec(num_kv_blocks=800, queue_policy="priority")
+    des = DesSpec(kv=dict(num_kv_blocks=800), scheduling=dict(queue_policy="priority"))
     t = simulate(specs, des).result.table
     q = [t.filter(t["priority"] == c)["queueing_ms"].mean() for c in (0, 1)]
     assert q[0] < 0.5 * q[1]
-    t = simulate(specs, replace(des, queue_policy="sjf")).result.table
+    t = simulate(specs, des.with_(scheduling=dict(queue_policy="sjf"))).result.table
     med = t["prompt_len"].median()
     short = t.filter(t["prompt_len"] < med)["queueing_ms"].mean()
     long_ = t.filter(t["prompt_len"] >= med)["queueing_ms"].mean()
@@ -88,7 +87,7 @@ def test_token_bucket_rejects_and_counts(specs_with):
     # 60 req/s offered for ~3.3 s into a bucket of 10 refilled at 5/s: about 10 + 5 x 3.3 = 27
     # admitted, the rest rejected.
     specs = _overload(specs_with)
-    s = simulate(specs, DesSpec(admission="token_bucket", bucket_rate_rps=5.0, bucket_size=10)).result.summary
+    s = simulate(specs, DesSpec(scheduling=dict(admission="token_bucket", bucket_rate_rps=5.0, bucket_size=10))).result.summary
     assert s["num_rejected"] + s["num_completed"] == 200
     assert 20 <= s["num_completed"] <= 32 and s["rejected_admission"] == s["num_rejected"]
 
@@ -97,12 +96,12 @@ def test_replicas_round_robin_and_least_outstanding(specs_with):
     specs = specs_with(num_requests=400, arrival="poisson", rate_rps=40.0,
                        prompt_dist={"kind": "lognormal", "sigma": 0.8, "high": 65536})   # high: in the
     # context, 5.6 sigma above the mean: never drawn
-    one = simulate(specs, DesSpec(replicas=1)).result.summary
-    rr = simulate(specs, DesSpec(replicas=4, router="round_robin")).result
+    one = simulate(specs, DesSpec(cluster=dict(replicas=1))).result.summary
+    rr = simulate(specs, DesSpec(cluster=dict(replicas=4, router="round_robin"))).result
     counts = rr.table.group_by("replica").len().sort("replica")["len"].to_list()
     assert counts == [100, 100, 100, 100]
-    lo = simulate(specs, DesSpec(replicas=4, router="least_outstanding")).result.summary
-    kv = simulate(specs, DesSpec(replicas=4, router="least_kv")).result.summary
+    lo = simulate(specs, DesSpec(cluster=dict(replicas=4, router="least_outstanding"))).result.summary
+    kv = simulate(specs, DesSpec(cluster=dict(replicas=4, router="least_kv"))).result.summary
     assert rr.summary["devices"] == 4
     for s in (rr.summary, lo, kv):
         assert s["num_completed"] == 400
@@ -139,8 +138,8 @@ def test_prefix_caching_on_mooncake_excerpt(specs_with):
 
     specs = _mooncake(specs_with, 200, 1.0)
     ideal = _ideal_hit_rate(build_stream(specs.workload))
-    off = simulate(specs, DesSpec(prefix_caching=False, num_kv_blocks=200_000)).result.summary
-    on_sim = simulate(specs, DesSpec(prefix_caching=True, num_kv_blocks=200_000))
+    off = simulate(specs, DesSpec(kv=dict(prefix_caching=False, num_kv_blocks=200_000))).result.summary
+    on_sim = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000)))
     on = on_sim.result.summary
     assert off["prefix_hit_rate"] == 0 and ideal > 0.05
     assert on["prefix_hit_rate"] == pytest.approx(ideal, rel=1e-9)
@@ -148,17 +147,17 @@ def test_prefix_caching_on_mooncake_excerpt(specs_with):
     assert on["prefill_tokens"] == off["prefill_tokens"] - hit
     assert on["ttft_ms_p50"] <= off["ttft_ms_p50"] and on["ttft_ms_mean"] < off["ttft_ms_mean"]
     assert on["num_completed"] == off["num_completed"] == 200
-    two = simulate(specs, DesSpec(prefix_caching=True, replicas=2, router="prefix_affinity",
-                                  num_kv_blocks=200_000)).result.summary
-    rr = simulate(specs, DesSpec(prefix_caching=True, replicas=2, router="round_robin",
-                                 num_kv_blocks=200_000)).result.summary
+    two = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000),
+                                  cluster=dict(replicas=2, router="prefix_affinity"))).result.summary
+    rr = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000),
+                                 cluster=dict(replicas=2, router="round_robin"))).result.summary
     assert two["prefix_hit_rate"] > rr["prefix_hit_rate"]
 
 
 def test_prefix_cache_lru_eviction_under_pressure(specs_with):
     specs = _mooncake(specs_with, 200, 1.0)
-    big = simulate(specs, DesSpec(prefix_caching=True, num_kv_blocks=200_000)).result.summary
-    small = simulate(specs, DesSpec(prefix_caching=True)).result.summary     # H100: ~26k blocks
+    big = simulate(specs, DesSpec(kv=dict(prefix_caching=True, num_kv_blocks=200_000))).result.summary
+    small = simulate(specs, DesSpec(kv=dict(prefix_caching=True))).result.summary     # H100: ~26k blocks
     assert small["prefix_evictions"] > 0 and big["prefix_evictions"] == 0
     assert small["prefix_hit_rate"] < big["prefix_hit_rate"]
     assert small["num_completed"] == 200
@@ -174,15 +173,15 @@ def test_noise_hook_is_applied_and_default_off(specs_with):
 
 
 def test_bad_des_setting_names_field():
-    with pytest.raises(SpecError, match="engine.des.scheduler"):
-        DesSpec(scheduler="fifo")
-    with pytest.raises(SpecError, match="engine.des.bucket_rate_rps"):
-        DesSpec(admission="token_bucket")
+    with pytest.raises(SpecError, match="engine.des.scheduling.scheduler"):
+        DesSpec(scheduling=dict(scheduler="fifo"))
+    with pytest.raises(SpecError, match="engine.des.scheduling.bucket_rate_rps"):
+        DesSpec(scheduling=dict(admission="token_bucket"))
 
 
 def test_request_too_long_for_the_cache_is_rejected(specs_with):
     specs = specs_with(num_requests=3, prompt_len=4000, output_len=100)
-    s = simulate(specs, DesSpec(num_kv_blocks=100)).result.summary
+    s = simulate(specs, DesSpec(kv=dict(num_kv_blocks=100))).result.summary
     assert s["num_rejected"] == 3 and s["rejected_too_long"] == 3
     assert WorkloadSpec(prompt_len=1, output_len=1).arrival == "batch"
 
@@ -195,8 +194,8 @@ def test_disaggregated_pools_add_the_kv_handoff(specs_with):
     #   t = 5 us + 67,108,864 / 50e9 + 32 x 32 x 1 us = 2.3712 ms,
     # so E2E grows by exactly that over co-located, and TTFT does not change.
     specs = specs_with(num_requests=1, output_len=64)
-    co = simulate(specs, DesSpec(replicas=2)).result.table
-    dis = simulate(specs, DesSpec(replicas=2, prefill_replicas=1)).result.table
+    co = simulate(specs, DesSpec(cluster=dict(replicas=2))).result.table
+    dis = simulate(specs, DesSpec(cluster=dict(replicas=2, prefill_replicas=1))).result.table
     handoff_ms = (5e-6 + 512 * 131072 / 50e9 + 32 * 32 * 1e-6) * 1e3
     assert dis["ttft_ms"][0] == pytest.approx(co["ttft_ms"][0], rel=1e-12)
     assert dis["e2e_ms"][0] - co["e2e_ms"][0] == pytest.approx(handoff_ms, rel=1e-6)
@@ -206,11 +205,11 @@ def test_disaggregated_pools_add_the_kv_handoff(specs_with):
 def test_disaggregated_pools_conserve_and_remove_prefill_interference(specs_with):
     specs = specs_with(num_requests=400, arrival="poisson", rate_rps=40.0, prompt_len=1024,
                        output_len=128, prompt_dist={"kind": "lognormal", "sigma": 0.6, "high": 65536})
-    co = simulate(specs, DesSpec(replicas=4, router="least_outstanding")).result.summary
-    sim = simulate(specs, DesSpec(replicas=4, prefill_replicas=2, router="least_outstanding"))
+    co = simulate(specs, DesSpec(cluster=dict(replicas=4, router="least_outstanding"))).result.summary
+    sim = simulate(specs, DesSpec(cluster=dict(replicas=4, prefill_replicas=2, router="least_outstanding")))
     dis = sim.result.summary
     assert dis["num_completed"] == 400 and sim.state.tokens_out == dis["output_tokens"]
     # decode replicas never run a prefill: no 1k-token pass between two tokens
     assert dis["itl_ms_p99"] < 0.5 * co["itl_ms_p99"]
-    with pytest.raises(SpecError, match="engine.des.prefill_replicas"):
-        simulate(specs, DesSpec(replicas=2, prefill_replicas=2))
+    with pytest.raises(SpecError, match="engine.des.cluster.prefill_replicas"):
+        simulate(specs, DesSpec(cluster=dict(replicas=2, prefill_replicas=2)))

@@ -19,7 +19,7 @@ def _two(base_specs, ahead):
     specs = with_fields(base_specs, framework=dict(schedule_ahead=ahead))
     stream = RequestStream(arrival_s=np.array([0.0, 0.05]), prompt=np.array([100, 400]),
                            output=np.array([50, 50]), priority=np.zeros(2, np.int8))
-    return simulate(specs, DesSpec(scheduler="sarathi", chunk_size=512), stream=stream).result
+    return simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512)), stream=stream).result
 
 
 def _boundaries(sm, n):
@@ -70,9 +70,9 @@ def test_lag_is_one_decode_step_and_leaves_decoding_alone(base_specs):
     assert d == pytest.approx(step + mixed, rel=1e-9)
     alone = with_fields(base_specs, workload=dict(num_requests=3, prompt_len=100, output_len=20,
                                                   arrival="batch"))
-    a0 = simulate(alone, DesSpec(scheduler="sarathi")).result.table
+    a0 = simulate(alone, DesSpec(scheduling=dict(scheduler="sarathi"))).result.table
     a1 = simulate(with_fields(alone, framework=dict(schedule_ahead=1)),
-                  DesSpec(scheduler="sarathi")).result.table
+                  DesSpec(scheduling=dict(scheduler="sarathi"))).result.table
     assert a0["ttft_ms"].to_list() == a1["ttft_ms"].to_list()
     assert a0["tpot_ms"].to_list() == a1["tpot_ms"].to_list()
 
@@ -92,7 +92,7 @@ def test_ttft_parts_add_up_and_name_the_step_scheduled_ahead(base_specs):
     specs = with_fields(base_specs, framework=dict(schedule_ahead=1))
     stream = RequestStream(arrival_s=np.array([0.0, 0.05]), prompt=np.array([100, 400]),
                            output=np.array([50, 50]), priority=np.zeros(2, np.int8))
-    sim = simulate(specs, DesSpec(scheduler="sarathi", chunk_size=512), stream=stream)
+    sim = simulate(specs, DesSpec(scheduling=dict(scheduler="sarathi", chunk_size=512)), stream=stream)
     t = ttft_parts.table(sim.state)
     total = sum(t[f"ttft_{k}_ms"].to_numpy() for k in ("path", "queue", "prefill", "first_token"))
     np.testing.assert_allclose(total, t["ttft_ms"].to_numpy(), rtol=1e-12)

@@ -14,9 +14,10 @@ def test_generic_is_the_pre_profile_des():
     # the scheduler settings conf/engine/des.yaml held before profiles existed (commit 6491ca9):
     # vllm, 256 seqs, 8192 tokens, chunk 512, 16-token blocks, watermark 0.01, recompute
     d = DesSpec().resolve(FrameworkSpec())
-    assert (d.scheduler, d.max_num_seqs, d.max_num_batched_tokens, d.chunk_size, d.block_size,
-            d.watermark, d.preemption) == ("vllm", 256, 8192, 512, 16, 0.01, "recompute")
-    assert DesSpec(scheduler="sarathi").resolve(FrameworkSpec()).token_budget == 512
+    s, k = d.scheduling, d.kv
+    assert (s.scheduler, s.max_num_seqs, s.max_num_batched_tokens, s.chunk_size, k.block_size,
+            k.watermark, s.preemption) == ("vllm", 256, 8192, 512, 16, 0.01, "recompute")
+    assert DesSpec(scheduling=dict(scheduler="sarathi")).resolve(FrameworkSpec()).token_budget == 512
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -26,12 +27,12 @@ def test_each_profile_composes_and_fills_the_des(name):
     assert fw.name == name
     assert name == "generic" or fw.sources      # every named profile cites its upstream defaults
     d = s.des.resolve(fw)
-    assert (d.scheduler, d.max_num_seqs, d.block_size) == (fw.scheduler, fw.max_num_seqs, fw.block_size)
+    assert (d.scheduling.scheduler, d.scheduling.max_num_seqs, d.kv.block_size) == (fw.scheduler, fw.max_num_seqs, fw.block_size)
 
 
 def test_engine_des_value_overrides_the_profile():
-    s = compose_specs("framework=vllm_v1", "engine.des.max_num_seqs=64", "engine.des.scheduler=vllm")
-    d = s.des.resolve(s.framework)
+    s = compose_specs("framework=vllm_v1", "engine.des.scheduling.max_num_seqs=64", "engine.des.scheduling.scheduler=vllm")
+    d = s.des.resolve(s.framework).scheduling
     assert (d.max_num_seqs, d.scheduler, d.max_num_batched_tokens) == (64, "vllm", 8192)
 
 
@@ -66,23 +67,31 @@ def test_bad_profile_names_the_field(kw, field):
 
 
 def test_preemption_none_only_with_the_reservation_scheduler():
-    with pytest.raises(SpecError, match=r"engine\.des\.preemption"):
-        DesSpec(preemption="none").resolve(FrameworkSpec())
+    with pytest.raises(SpecError, match=r"engine\.des\.scheduling\.preemption"):
+        DesSpec(scheduling=dict(preemption="none")).resolve(FrameworkSpec())
 
 
 def test_yaml_defaults_agree_with_the_specs_and_schemas():
     # conf/engine/des.yaml == DesSpec() == DesSchema(); conf/framework/generic.yaml == FrameworkSpec()
+    import dataclasses
     from dataclasses import asdict, fields
 
     from omegaconf import OmegaConf
 
-    from runner.schema import DesSchema
+    from runner.schema import DES_RENAMED, DesSchema
     from tests.conftest import CONF
 
     des_yaml = OmegaConf.to_container(OmegaConf.load(CONF / "engine" / "des.yaml"))["des"]
-    # a tuple field is a list in the config (its metadata's config_type)
-    spec = {f.name: (list(v) if isinstance(v, tuple) else v)
+
+    def plain(v):   # a tuple field is a list in the config (its metadata's config_type)
+        return list(v) if isinstance(v, tuple) else v
+
+    spec = {f.name: ({k: plain(x) for k, x in asdict(v).items()} if dataclasses.is_dataclass(v) else plain(v))
             for f in fields(DesSpec) if f.name != "framework" for v in [getattr(DesSpec(), f.name)]}
-    assert des_yaml == spec == asdict(DesSchema())
+    # the schema also takes the flat keys of before the sub-nodes, null unless given
+    moved = {old.rsplit(".", 1)[1] for old in DES_RENAMED}
+    schema = asdict(DesSchema())
+    assert all(schema.pop(k) is None for k in moved)
+    assert des_yaml == spec == schema
     s = compose_specs("framework=generic")   # the neutral profile equals FrameworkSpec's defaults
     assert s.framework == FrameworkSpec(sources=s.framework.sources)

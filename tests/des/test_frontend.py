@@ -26,7 +26,7 @@ def test_single_server_timeline_by_hand():
 def _one(base_specs, rate):
     specs = with_fields(base_specs, framework=dict(frontend_tok_s=rate),
                         workload=dict(num_requests=1, prompt_len=100, output_len=6, arrival="batch"))
-    return simulate(specs, DesSpec(scheduler="vllm"))
+    return simulate(specs, DesSpec(scheduling=dict(scheduler="vllm")))
 
 
 def test_fast_front_end_shifts_every_token_by_its_service_time(base_specs):

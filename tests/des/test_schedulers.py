@@ -23,7 +23,8 @@ def test_registry_has_every_policy_the_profiles_name():
 
 def _iterations(specs_with, scheduler, **wl):
     specs = specs_with(**wl)
-    sim = simulate(specs, DesSpec(scheduler=scheduler, chunk_size=512, record_iterations=True))
+    sim = simulate(specs, DesSpec(scheduling=dict(scheduler=scheduler, chunk_size=512),
+                                  outputs=dict(record_iterations=True)))
     return sim
 
 
@@ -87,10 +88,9 @@ def test_replica_passes_the_real_decode_batch():
 def test_no_evict_with_chunked_context_splits_prompts_keeps_reservation(specs_with):
     # TensorRT-LLM chunked context: orca admits a 2048-token prompt in 512-token chunks (budget
     # 512) and still reserves prompt + output KV at admission (never preempts)
-    fw = replace(FrameworkSpec(), scheduler="orca", chunked_prefill=True, max_num_batched_tokens=512,
-                 preemption="none")
+    fw = replace(FrameworkSpec(), scheduler="orca", max_num_batched_tokens=512, preemption="none", chunked_prefill=True)
     specs = replace(specs_with(prompt_len=2048, output_len=4, num_requests=1), framework=fw)
-    sim = simulate(specs, DesSpec(record_iterations=True))
+    sim = simulate(specs, DesSpec(outputs=dict(record_iterations=True)))
     tl = sim.timeline.filter(sim.timeline["prefill_tokens"] > 0)
     assert tl["prefill_tokens"].to_list() == [512, 512, 512, 512]
     assert REGISTRY["orca"]().chunks is False      # generic / LLM-API default: whole prompts
@@ -126,12 +126,12 @@ def test_a_new_policy_is_one_registered_class(specs_with):
     assert Reserving.reserves_output and Reserving.chunks and not DecodeFirst.reserves_output
     try:
         fw = FrameworkSpec(scheduler="test_reserving_chunker", chunked_prefill=True)
-        des = DesSpec(scheduler="test_reserving_chunker", preemption="none", chunk_size=512,
-                      max_num_batched_tokens=8192).resolve(fw)
+        des = DesSpec(scheduling=dict(scheduler="test_reserving_chunker", preemption="none", chunk_size=512,
+                                      max_num_batched_tokens=8192)).resolve(fw)
         assert des.token_budget == 512
         sim = simulate(specs_with(num_requests=20, arrival="poisson", rate_rps=20.0), des)
         assert np.isfinite(sim.state.completion).all() and sim.state.preemptions.sum() == 0
     finally:
         del REGISTRY["test_reserving_chunker"], POLICIES["test_reserving_chunker"]
     with pytest.raises(Exception, match="scheduler"):
-        DesSpec(scheduler="test_reserving_chunker")
+        DesSpec(scheduling=dict(scheduler="test_reserving_chunker"))

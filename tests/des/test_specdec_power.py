@@ -16,23 +16,22 @@ from engine.spec import WorkloadSpec
 from engine.spec.analytical import SpecDecodeSpec
 
 from tests.conftest import compose_specs
-from tests.fixtures import NO_HOST_OVERRIDES
+from tests.fixtures import MODEL, NO_HOST, specs, with_fields
 
-DES = dict(max_num_batched_tokens=8192, max_num_seqs=256, block_size=16)
-
+DES = dict(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256), kv=dict(block_size=16))
 
 
 @pytest.fixture(scope="module")
 def l70b():
     # the profile's fitted host terms off: the engines' agreement and speculation's gain below
     # are about the passes
-    return compose_specs("model=llama_3_1_70b", "hardware=h100_sxm", "partition=tp4", *NO_HOST_OVERRIDES)
+    return with_fields(specs(model="llama_3_1_70b", hardware="h100_sxm", partition="tp4"), framework=NO_HOST)
 
 
-def _alone(specs, n=12, prompt=512, output=192, sd=None):
+def _alone(base, n=12, prompt=512, output=192, sd=None):
     wl = WorkloadSpec(prompt_len=prompt, output_len=output, num_requests=n, arrival="gamma",
                       rate_rps=0.05, arrival_cv=0.01)
-    s = replace(specs, workload=wl)
+    s = replace(base, workload=wl)
     if sd is not None:
         s = replace(s, analytical=replace(s.analytical, spec_decode=sd))
     return s
@@ -44,7 +43,7 @@ def test_spec_decode_des_matches_analytical_at_low_load(l70b, method):
     engine within 3 %: the DES draws the accepted tokens per step (seeded), the analytical
     engine divides by E[A]; TTFT (no draws) to 1e-9."""
     sd = SpecDecodeSpec(method=method, gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
-                        draft=compose_specs("model=llama_3_1_8b").model)
+                        draft=MODEL["llama_3_1_8b"])
     s = _alone(l70b, sd=sd)
     des = simulate(s, DesSpec(**DES)).result.summary
     ana = analytical_run(replace(s, workload=replace(s.workload, batch_size=1))).summary
@@ -62,7 +61,7 @@ def test_spec_decode_kv_and_tokens(l70b):
     sd = SpecDecodeSpec(method="mtp", gamma=4, acceptance=0.7)
     wl = WorkloadSpec(prompt_len=256, output_len=100, num_requests=40, arrival="poisson", rate_rps=20.0)
     sim = simulate(replace(l70b, workload=wl, analytical=replace(l70b.analytical, spec_decode=sd)),
-                   DesSpec(**DES, token_times=True))
+                   DesSpec(outputs=dict(token_times=True), **DES))
     t = sim.result.table
     assert sim.state.tokens_out == 40 * 100
     # token timestamps: output_len of them, first = first_token_s, last = completion_s
@@ -94,7 +93,7 @@ def test_throttle_cap_by_hand():
     above TDP; an iteration of 10 ms all busy asks 980 W; capped at 700 W the busy part becomes
     dP b / (TDP - P_idle) = 770 x 10 / 490 = 15.71 ms; the dynamic energy stays 770 W x 10 ms, the
     static power runs over the longer time: per device 210 x 15.71 + 770 x 10 mJ = 700 W x 15.71 ms."""
-    des = DesSpec(throttle=True, peak_power_ratio=1.4, throttle_time_constant_s=5.0)
+    des = DesSpec(power=dict(throttle=True, peak_power_ratio=1.4, throttle_time_constant_s=5.0))
     p = Power(des, 700.0, 0.3, devices=2)
     p.ema = 800.0
     x, e, state = p.price(0.0, np.array([0.010]), np.array([0.010]))
@@ -102,7 +101,7 @@ def test_throttle_cap_by_hand():
     assert e[0] == pytest.approx(2 * (210 * x[0] + 770 * 0.010))
     assert e[0] / 2 / x[0] == pytest.approx(700.0)            # the iteration's power is TDP
     # the clock floor: min_clock 0.8 allows at most 10 / 0.8 = 12.5 ms
-    p2 = Power(replace(des, throttle_min_clock=0.8), 700.0, 0.3, devices=2)
+    p2 = Power(des.with_(power=dict(throttle_min_clock=0.8)), 700.0, 0.3, devices=2)
     p2.ema = 800.0
     assert p2.price(0.0, np.array([0.010]), np.array([0.010]))[0][0] == pytest.approx(0.0125)
     # below TDP on average: nominal clock
@@ -114,11 +113,11 @@ def test_throttle_cap_by_hand():
 def test_throttle_off_changes_nothing_and_on_moves_the_tail():
     # the profile's host terms off: host time idles the GPU between passes, and the test needs
     # passes busy enough to ask more than TDP
-    specs = compose_specs("workload=poisson_chat", "workload.num_requests=300", *NO_HOST_OVERRIDES)
-    base = simulate(specs, DesSpec(**DES)).result
-    off = simulate(specs, DesSpec(**DES, peak_power_ratio=1.3)).result         # throttle off
+    s = with_fields(specs(workload="poisson_chat"), workload=dict(num_requests=300), framework=NO_HOST)
+    base = simulate(s, DesSpec(**DES)).result
+    off = simulate(s, DesSpec(power=dict(peak_power_ratio=1.3), **DES)).result         # throttle off
     assert off.table["ttft_ms"].to_list() == base.table["ttft_ms"].to_list()
-    on = simulate(specs, DesSpec(**DES, peak_power_ratio=1.3, throttle=True)).result
+    on = simulate(s, DesSpec(power=dict(peak_power_ratio=1.3, throttle=True), **DES)).result
     assert on.summary["throttled_fraction"] > 0 and on.summary["throttle_stretch_s"] > 0
     assert on.summary["ttft_ms_p99"] > base.summary["ttft_ms_p99"]
     assert on.summary["tpot_ms_p99"] > base.summary["tpot_ms_p99"]
@@ -131,7 +130,7 @@ def test_draft_kv_share_of_the_des_blocks(l70b):
     - activations), so the draft's weights come off whole (x usable only under free_fraction)."""
     plain = simulate(_alone(l70b, n=1, output=8), DesSpec(**DES)).result.summary
     sd = SpecDecodeSpec(method="draft", gamma=3, acceptance=0.8, draft_model="llama_3_1_8b",
-                        draft=compose_specs("model=llama_3_1_8b").model)
+                        draft=MODEL["llama_3_1_8b"])
     d = simulate(_alone(l70b, n=1, output=8, sd=sd), DesSpec(**DES)).result.summary
     u = l70b.kv_usable_fraction if l70b.framework.kv_rule == "free_fraction" else 1.0
     room = plain["kv_capacity_gb"] * 1e9 - 8.03e9 * 2 / 4 * u
@@ -146,7 +145,7 @@ def test_chunked_prefill_iterations_speculate_too(l70b):
     sd = SpecDecodeSpec(method="mtp", gamma=3, acceptance=0.7)
     wl = WorkloadSpec(prompt_len=2048, output_len=64, num_requests=60, arrival="poisson", rate_rps=8.0)
     s = replace(l70b, workload=wl, analytical=replace(l70b.analytical, spec_decode=sd))
-    des = DesSpec(scheduler="sarathi", max_num_batched_tokens=512, max_num_seqs=64)
+    des = DesSpec(scheduling=dict(scheduler="sarathi", max_num_batched_tokens=512, max_num_seqs=64))
     sim = simulate(s, des)
     st = sim.state
     assert st.tokens_out == 60 * 64
@@ -163,7 +162,7 @@ def test_disaggregated_pools_account_energy():
     hand-off step, stay in the device total). Regression: such an iteration divided by zero."""
     s = compose_specs("hardware=h100_sxm", "workload=azure_conv_2k", "framework=vllm_v1",
                       "workload.num_requests=120")
-    sim = simulate(s, DesSpec(**DES, replicas=2, prefill_replicas=1)).result
+    sim = simulate(s, DesSpec(cluster=dict(replicas=2, prefill_replicas=1), **DES)).result
     e = sim.table["energy_j"].to_numpy()
     assert len(e) == 120 and np.isfinite(e).all() and (e > 0).all()
     assert e.sum() <= sim.summary["energy_total_j"] * (1 + 1e-9)

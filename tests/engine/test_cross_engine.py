@@ -48,7 +48,7 @@ def _alone(specs, n=3, prompt=512, output=64):
 def test_des_low_load_equals_analytical(case):
     name, specs = case
     s = _alone(specs)
-    des = simulate(s, DesSpec(max_num_batched_tokens=8192, max_num_seqs=256, block_size=16)).result
+    des = simulate(s, DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256), kv=dict(block_size=16))).result
     ana = analytical_run(replace(s, workload=replace(s.workload, batch_size=1))).summary
     t = des.table
     assert t["ttft_ms"].to_list() == pytest.approx([ana["ttft_ms_p50"]] * 3, rel=1e-9), name
@@ -57,7 +57,7 @@ def test_des_low_load_equals_analytical(case):
 
 def test_des_kv_capacity_is_the_analytical_footprint(case):
     name, specs = case
-    des_spec = DesSpec(max_num_batched_tokens=8192, max_num_seqs=256, block_size=16)
+    des_spec = DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256), kv=dict(block_size=16))
     r = simulate(_alone(specs, n=1), des_spec).result.summary
     m, p, c, hw = specs.model, specs.partition, specs.calibration, specs.hardware
     # Hand derivation, independent of kvcache.capacity: weights per device = non-expert weights
@@ -69,7 +69,7 @@ def test_des_kv_capacity_is_the_analytical_footprint(case):
     pc = param_counts(m)
     wb = weight_bytes_per_param(m)
     w = (pc.total - pc.experts) * wb / p.tp + pc.experts * wb / max(p.tp, p.ep)
-    act = memory.activation_peak_bytes(m, des_spec.max_num_batched_tokens, des_spec.max_num_seqs, p.tp)
+    act = memory.activation_peak_bytes(m, des_spec.scheduling.max_num_batched_tokens, des_spec.scheduling.max_num_seqs, p.tp)
     fw = specs.framework
     assert fw.kv_rule == "total_fraction" and not fw.runtime_reserve_bytes and not fw.cuda_graph_reserve_bytes
     cap = hw.hbm_capacity_bytes * fw.gpu_memory_utilization - w - act
@@ -77,10 +77,10 @@ def test_des_kv_capacity_is_the_analytical_footprint(case):
     tokens = cap * split / memory.kv_bytes_per_token(m)
     assert r["weights_gb"] == pytest.approx(w / 1e9, rel=1e-9), name
     assert r["kv_capacity_gb"] == pytest.approx(cap / 1e9, rel=1e-9), name
-    assert r["kv_blocks"] == int(tokens // des_spec.block_size), name
+    assert r["kv_blocks"] == int(tokens // des_spec.kv.block_size), name
     # ... and it is what the analytical engine's footprint says for the same iteration
-    a = kvcache.footprint(m, des_spec.max_num_seqs, 1, p.tp, p.pp, p.ep, p.sp,
-                          des_spec.max_num_batched_tokens, hw.hbm_capacity_bytes,
+    a = kvcache.footprint(m, des_spec.scheduling.max_num_seqs, 1, p.tp, p.pp, p.ep, p.sp,
+                          des_spec.scheduling.max_num_batched_tokens, hw.hbm_capacity_bytes,
                           c.memory_reserve_bytes, c.kv_usable_fraction, 16,
-                          kvcache.framework_rule(fw, des_spec.max_num_batched_tokens))
+                          kvcache.framework_rule(fw, des_spec.scheduling.max_num_batched_tokens))
     assert float(a["kv_capacity"]) / 1e9 == pytest.approx(r["kv_capacity_gb"], rel=1e-12)

@@ -52,7 +52,7 @@ def test_engines_pad_alike(padded):
     wl = WorkloadSpec(prompt_len=512, output_len=64, arrival="closed_loop", concurrency=3,
                       num_requests=9)
     s = replace(padded, workload=wl)
-    des = simulate(s, DesSpec(max_num_batched_tokens=8192, max_num_seqs=256)).result
+    des = simulate(s, DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256))).result
     ana = analytical_run(replace(s, workload=WorkloadSpec(prompt_len=512, output_len=64,
                                                           batch_size=3))).summary
     assert des.table["tpot_ms"].to_list() == pytest.approx([ana["tpot_ms_p50"]] * 9, rel=1e-9)

@@ -104,7 +104,7 @@ def test_kernel_priced_engines_agree(fake):
     wl = WorkloadSpec(prompt_len=512, output_len=64, num_requests=3, arrival="gamma",
                       rate_rps=0.02, arrival_cv=0.01)
     s = replace(s, workload=wl)
-    des = simulate(s, DesSpec(max_num_batched_tokens=8192, max_num_seqs=256)).result
+    des = simulate(s, DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256))).result
     ana = analytical_run(replace(s, workload=replace(wl, batch_size=1))).summary
     assert des.table["ttft_ms"].to_list() == pytest.approx([ana["ttft_ms_p50"]] * 3, rel=1e-9)
     assert des.table["tpot_ms"].to_list() == pytest.approx([ana["tpot_ms_p50"]] * 3, rel=1e-9)

@@ -95,8 +95,8 @@ def test_seed_yaml_imported_whole_for_the_des(cfg_of, tmp_path, capsys):
     from engine.des import simulate
 
     imp = import_simple(SEED, "jal_seed", references=REFS)
-    assert imp.des_overrides == ["engine.des.max_num_seqs=128", "engine.des.preemption=recompute",
-                                 "engine.des.block_size=16", "engine.des.num_kv_blocks=19073"]
+    assert imp.des_overrides == ["engine.des.scheduling.max_num_seqs=128", "engine.des.scheduling.preemption=recompute",
+                                 "engine.des.kv.block_size=16", "engine.des.kv.num_kv_blocks=19073"]
     w = imp.workload_fields
     assert (w["arrival"], w["concurrency"], w["prompt_len"], w["output_len"]) == ("closed_loop", 256, 512, 128)
     assert any("arxiv_sample.json" in a and "not found" in a for a in imp.assumptions)

@@ -52,7 +52,7 @@ def _drive(eng, stream, steps):
 def test_live_matches_simulate(base_specs, rate, blocks):
     """Light load, heavy load, and a small KV cache (600 blocks: preemptions by recompute)."""
     stream = _stream(120, rate)
-    des = DesSpec(num_kv_blocks=blocks) if blocks else DesSpec()
+    des = DesSpec(kv=dict(num_kv_blocks=blocks)) if blocks else DesSpec()
     sim = simulate(base_specs, des, stream=stream)
     st = sim.state
     rng = np.random.default_rng(1)
@@ -81,7 +81,7 @@ def test_advance_granularity_does_not_matter(base_specs):
 
 
 def test_bounds_and_refusals(base_specs):
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=100), capacity=2)
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=100)), capacity=2)
     with pytest.raises(SpecError, match="at most"):
         eng.submit(100 * 16, 10, 0.0)        # 100 blocks of 16 tokens, less the watermark
     eng.submit(10, 5, 0.0)
@@ -92,14 +92,14 @@ def test_bounds_and_refusals(base_specs):
         eng.submit(0, 5, 0.0)
     with pytest.raises(SpecError, match="prefill_replicas"):
         LiveEngine(replace(base_specs, partition=replace(base_specs.partition, dp=2)),
-                   DesSpec(replicas=2, prefill_replicas=1))
+                   DesSpec(cluster=dict(replicas=2, prefill_replicas=1)))
 
 
 @pytest.mark.parametrize("rate,blocks,D", [(40.0, 0, 2.5), (40.0, 600, 6.0)])
 def test_abort_matches_the_des_deadline(base_specs, rate, blocks, D):
     """A client that goes away: ``LiveEngine.abort(rid, t)`` at each request's arrival + D, for
     every request not completed by then, against the offline DES with the end-to-end deadline D
-    (``engine.des.deadline_s``: the event loop's own abort path, independent of the live code).
+    (``engine.des.cluster.deadline_s``: the event loop's own abort path, independent of the live code).
     The same requests must be dropped, each with the same number of tokens emitted (DES
     ``State.emitted``), and every other request (including one that an iteration in progress
     completes after its client left) must keep its first and last token times; the engine ends
@@ -107,8 +107,8 @@ def test_abort_matches_the_des_deadline(base_specs, rate, blocks, D):
     dropped from the queue and while running; with a 600-block cache also after preemption. D is
     about the median latency of each scenario without a deadline."""
     stream = _stream(120, rate)
-    base = DesSpec(num_kv_blocks=blocks) if blocks else DesSpec()
-    st = simulate(base_specs, replace(base, deadline_s=D), stream=stream).state
+    base = DesSpec(kv=dict(num_kv_blocks=blocks)) if blocks else DesSpec()
+    st = simulate(base_specs, base.with_(cluster=dict(deadline_s=D)), stream=stream).state
     dropped = np.flatnonzero(st.cancelled)
     assert 10 < dropped.size < 110                        # both outcomes are exercised
     eng = LiveEngine(base_specs, base, capacity=256)
@@ -162,9 +162,9 @@ def test_live_serves_what_the_des_simulates_with_prefix_caching_and_speculation(
                       trace={"path": str(trace)})
     sd = SpecDecodeSpec(method="mtp", gamma=3, acceptance=0.7)
     specs = replace(base_specs, workload=wl, analytical=replace(base_specs.analytical, spec_decode=sd))
-    des = DesSpec(prefix_caching=True)
+    des = DesSpec(kv=dict(prefix_caching=True))
     stream = build_stream(specs.workload)
-    sim = simulate(specs, replace(des, token_times=True), stream=stream)
+    sim = simulate(specs, des.with_(outputs=dict(token_times=True)), stream=stream)
     st = sim.state
     assert st.hit_tokens > 0                              # the prefixes are shared
     assert st.spec_tokens > 1.5 * st.spec_steps           # and speculation accepts tokens

@@ -39,7 +39,7 @@ def _post(url, body):
 
 @pytest.fixture(scope="module")
 def server(base_specs):
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400), capacity=32)
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=400)), capacity=32)
     with in_thread(make_app(eng, "sim-8b", time_scale=0.2)) as url:
         yield url, eng
 
@@ -180,7 +180,7 @@ def test_client_disconnect_aborts_the_request(base_specs, stream):
 
     import aiohttp
 
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400), capacity=1)
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=400)), capacity=1)
     with in_thread(make_app(eng, "m", time_scale=5.0)) as url:   # 5 wall s per simulated s
         async def leave():
             async with aiohttp.ClientSession() as s:
@@ -223,7 +223,7 @@ def test_served_prompt_reuses_its_cached_prefix(base_specs):
     tokens) finds the blocks the first one left, up to the engine's rule that the prompt's last
     token is always computed (engine.des.admission: (64 - 1) // 16 = 3 blocks): 48 cached tokens,
     where without hashes it was 0."""
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400, prefix_caching=True), capacity=8,
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=400, prefix_caching=True)), capacity=8,
                      block_tokens=16)
     prompt = " ".join(f"w{i}" for i in range(64))
     with in_thread(make_app(eng, "sim-8b", time_scale=0.05)) as url:

@@ -17,10 +17,10 @@ def test_workload_client_composes_and_sets_the_des_fields():
     from engine.des.config import deployment
 
     specs = compose_specs("engine=des", "workload=closed_loop", "workload.client=aiperf",
-                          "engine.des.ramp_up_s=2")
+                          "engine.des.clients.ramp_up_s=2")
     assert specs.workload.client == "aiperf"
     _, des = deployment(specs)
-    assert des.ramp_up_s == 0.0                          # the profile's burst start wins
+    assert des.clients.ramp_up_s == 0.0                          # the profile's burst start wins
     assert compose_specs("workload=closed_loop").workload.client == "none"
 
 

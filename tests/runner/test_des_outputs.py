@@ -1,4 +1,4 @@
-"""engine.des.output_format=csv: the per-request table as table.csv (the SimLLM seed's
+"""engine.des.outputs.output_format=csv: the per-request table as table.csv (the SimLLM seed's
 results/q512.csv), token timestamps as ';'-joined lists; parquet stays the default."""
 
 import json
@@ -19,7 +19,7 @@ def sim():
     specs = compose_specs()
     specs = replace(specs, workload=WorkloadSpec(prompt_len=128, output_len=8, num_requests=5,
                                                  arrival="poisson", rate_rps=5.0))
-    return simulate(specs, DesSpec(output_format="csv", token_times=True)).result
+    return simulate(specs, DesSpec(outputs=dict(output_format="csv", token_times=True))).result
 
 
 def test_csv_table_round_trip(sim, tmp_path):
@@ -47,5 +47,5 @@ def test_parquet_is_the_default(tmp_path):
 
 def test_bad_output_format_names_the_field():
     from engine.errors import SpecError
-    with pytest.raises(SpecError, match="engine.des.output_format"):
-        DesSpec(output_format="xlsx")
+    with pytest.raises(SpecError, match="engine.des.outputs.output_format"):
+        DesSpec(outputs=dict(output_format="xlsx"))

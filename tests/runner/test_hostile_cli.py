@@ -241,13 +241,13 @@ def test_des_bar_from_an_expected_two_seconds(n, mode, shown, monkeypatch):
 
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    bar = des_run._progress(DesSpec(progress=mode), n)
+    bar = des_run._progress(DesSpec(outputs=dict(progress=mode)), n)
     assert (bar is not None) == shown
     if bar is not None:
         bar.close()
         assert "simllm des" in tty.getvalue()           # drawn on stderr
     monkeypatch.setattr(sys, "stderr", io.StringIO())
-    assert des_run._progress(DesSpec(progress="auto"), 10**6) is None     # not a terminal
+    assert des_run._progress(DesSpec(outputs=dict(progress="auto")), 10**6) is None     # not a terminal
 
 
 def test_quiet_flags():

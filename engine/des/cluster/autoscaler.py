@@ -18,8 +18,8 @@ from collections import deque
 
 def pool_size(des, n_rep: int) -> int:
     """Replicas to build: the autoscaler's ceiling when it is on, else ``n_rep``."""
-    if des.autoscale != "none":
-        return max(n_rep, des.autoscale_max or n_rep)
+    if des.cluster.autoscale != "none":
+        return max(n_rep, des.cluster.autoscale_max or n_rep)
     return n_rep
 
 
@@ -77,7 +77,7 @@ class Autoscaler:
 
     def scale(self, t) -> float | None:
         """One autoscaler decision at ``t``; returns the time a provisioned replica is ready."""
-        d = self.des
+        d = self.des.cluster
         self.retire(t)
         n = len(self.active)
         dt = t - self._t_prev

@@ -1,7 +1,8 @@
 """Counterfactual re-run: the same arrivals under another policy, per-request regret.
 
-``DesSpec.counterfactual`` = "key=value[,key=value...]" (engine.des settings, e.g.
-"queue_policy=priority" or "router=least_outstanding,signal_delay_s=5"). The run is simulated as
+``DesSpec.counterfactual`` = "key=value[,key=value...]" (engine.des settings under their keys
+below engine.des, e.g. "scheduling.queue_policy=priority" or
+"cluster.router=least_outstanding,cluster.signal_delay_s=5"). The run is simulated as
 configured (the baseline) and again with those settings changed, on the identical request stream
 (same arrivals, lengths, priorities, hashes; the engine seed unchanged). Per request:
     regret_e2e_ms  = E2E under the counterfactual - E2E under the baseline
@@ -11,7 +12,6 @@ regressed when its E2E regret exceeds max(1 ms, 5 % of its baseline E2E). Reques
 one run only (rejected, shed, cancelled in the other) get NaN regret and are counted apart.
 """
 
-from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -35,12 +35,20 @@ def alternative(des, text: str):
     """``des`` with the counterfactual's settings (and no further counterfactual)."""
     from dataclasses import fields
 
-    over = parse(text)
-    names = {f.name for f in fields(des)}
-    for k in over:
-        if k not in names or k in ("framework", "counterfactual"):
-            raise SpecError("engine.des.counterfactual", text, f"engine.des settings; '{k}' is not one")
-    return replace(des, counterfactual="", **over)
+    from engine.spec.des import SUBSPECS
+
+    top = {f.name for f in fields(des)} - set(SUBSPECS) - {"framework", "counterfactual"}
+    subs, kw = {}, {}
+    for k, v in parse(text).items():
+        sub, _, name = k.rpartition(".")
+        if sub in SUBSPECS and name in {f.name for f in fields(SUBSPECS[sub])}:
+            subs.setdefault(sub, {})[name] = v
+        elif not sub and name in top:
+            kw[name] = v
+        else:
+            raise SpecError("engine.des.counterfactual", text,
+                            f"engine.des settings ('scheduling.queue_policy=priority'); '{k}' is not one")
+    return des.with_(counterfactual="", **subs, **kw)
 
 
 def regret_table(base: pl.DataFrame, alt: pl.DataFrame) -> pl.DataFrame:

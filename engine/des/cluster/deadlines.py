@@ -26,9 +26,9 @@ class Deadlines:
     def start(self) -> None:
         """End-to-end deadlines per request: the request class's deadline_s, else deadline_s."""
         des, st = self.des, self.st
-        dl = np.full(st.n, des.deadline_s)
+        dl = np.full(st.n, des.cluster.deadline_s)
         if st.klass is not None:
-            for i, c in enumerate(des.classes):
+            for i, c in enumerate(des.clients.classes):
                 if c.deadline_s:
                     dl[st.klass == i] = c.deadline_s
         self._deadline = dl if (dl > 0).any() else None
@@ -36,8 +36,8 @@ class Deadlines:
     def routed(self, loop, rid: int, t: float) -> None:
         """The expiry and deadline events of ``rid`` (ver 0: expiry, 1: deadline)."""
         st = self.st
-        if self.des.timeout_s > 0:
-            loop._push(max(t, st.arrival[rid] + self.des.timeout_s), 2, EXPIRE, rid)
+        if self.des.cluster.timeout_s > 0:
+            loop._push(max(t, st.arrival[rid] + self.des.cluster.timeout_s), 2, EXPIRE, rid)
         if self._deadline is not None and self._deadline[rid] > 0:
             loop._push(max(t, st.arrival[rid] + self._deadline[rid]), 2, EXPIRE, rid, 1)
 

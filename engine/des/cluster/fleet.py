@@ -30,7 +30,7 @@ class Fleet(Hooks):
         self.des, self.pool, self.st = des, pool, st
         self.devices = devices_per_replica
         self.price = price_per_hour
-        self.trace = Trace(des.record_decisions)
+        self.trace = Trace(des.outputs.record_decisions)
         self.gateway = Gateway(des, pool, st, self.trace)
         self.scaler = Autoscaler(des, pool, n_active, self.trace, make_cache=make_cache,
                                  recycled=self.gateway.recycled)
@@ -50,10 +50,10 @@ class Fleet(Hooks):
         self.deadlines.start()
         fin = st.arrival[np.isfinite(st.arrival)]
         self.t_last_open = float(fin.max()) + loop.oh if fin.size else 0.0
-        if d.timeseries_s > 0:
-            loop._push(d.timeseries_s, 3, TICK, "sample")
-        if d.autoscale != "none":
-            loop._push(d.autoscale_interval_s, 3, TICK, "scale")
+        if d.outputs.timeseries_s > 0:
+            loop._push(d.outputs.timeseries_s, 3, TICK, "sample")
+        if d.cluster.autoscale != "none":
+            loop._push(d.cluster.autoscale_interval_s, 3, TICK, "scale")
         return ids
 
     def admit(self, rid, t):
@@ -96,12 +96,12 @@ class Fleet(Hooks):
             return                      # nothing left to arrive or to serve: the ticks stop
         if tag == "sample":
             self.sample(t)
-            loop._push(t + d.timeseries_s, 3, TICK, "sample")
+            loop._push(t + d.outputs.timeseries_s, 3, TICK, "sample")
         else:
             when = self.scaler.scale(t)
             if when is not None:
                 loop._push(when, 1, TICK, "ready")
-            loop._push(t + d.autoscale_interval_s, 3, TICK, "scale")
+            loop._push(t + d.cluster.autoscale_interval_s, 3, TICK, "scale")
 
     def close(self, loop, t):
         """The run ends with its last arrival or completion, not with a periodic tick."""
@@ -111,7 +111,7 @@ class Fleet(Hooks):
                 if x is not None]
         t = min(t, max(work)) if work else t
         s = self.series.samples
-        if self.des.timeseries_s > 0 and (not s or s[-1][0] < t):
+        if self.des.outputs.timeseries_s > 0 and (not s or s[-1][0] < t):
             self.sample(t)              # the last (partial) window
         self.scaler.close(t)
         return t
@@ -130,10 +130,10 @@ class Fleet(Hooks):
         out = {"replica_hours": self.replica_hours,
                "rejected_max_len": self.shedding.rejected_max_len, "shed": self.shedding.shed,
                "cancelled": dl.cancelled}
-        if d.deadline_s or any(c.deadline_s for c in d.classes):
+        if d.cluster.deadline_s or any(c.deadline_s for c in d.clients.classes):
             out["cancelled_running"] = dl.cancelled_running
             out["cancelled_queued"] = dl.cancelled - dl.cancelled_running
-        if d.autoscale != "none":
+        if d.cluster.autoscale != "none":
             out.update(replicas_peak=self.scaler.peak_active, scale_events=self.scaler.scale_events)
         if self.price:
             out["cost_usd"] = self.replica_hours * self.devices * self.price
@@ -154,19 +154,19 @@ def cache_factory(specs, des, stream):
     from engine.des.kv import PrefixCache
     from engine.errors import SpecError
 
-    if (des.kv_host_gb or des.kv_disk_gb) and not des.prefix_caching:
-        raise SpecError("engine.des.kv_host_gb" if des.kv_host_gb else "engine.des.kv_disk_gb",
-                        des.kv_host_gb or des.kv_disk_gb,
-                        "0 unless engine.des.prefix_caching=true (the tiers hold prefix-cache blocks)")
-    if not des.prefix_caching or stream.hashes is None:
+    if (des.kv.kv_host_gb or des.kv.kv_disk_gb) and not des.kv.prefix_caching:
+        raise SpecError("engine.des.kv.kv_host_gb" if des.kv.kv_host_gb else "engine.des.kv.kv_disk_gb",
+                        des.kv.kv_host_gb or des.kv.kv_disk_gb,
+                        "0 unless engine.des.kv.prefix_caching=true (the tiers hold prefix-cache blocks)")
+    if not des.kv.prefix_caching or stream.hashes is None:
         return None
-    ppe = max(1, stream.block_tokens // des.block_size)
-    if des.kv_host_gb or des.kv_disk_gb:
+    ppe = max(1, stream.block_tokens // des.kv.block_size)
+    if des.kv.kv_host_gb or des.kv.kv_disk_gb:
         from engine.des.kv import TieredPrefixCache, tier_setup
 
         tiers = tier_setup(specs, des, stream.block_tokens)
         return lambda: TieredPrefixCache(ppe, *tiers)
-    if des.router == "weighted" and des.prefix_index == "events":
+    if des.cluster.router == "weighted" and des.cluster.prefix_index == "events":
         return lambda: HeardCache(ppe)
     return lambda: PrefixCache(ppe)
 
@@ -177,17 +177,18 @@ def make_fleet(specs, des, reps: list, n_rep: int, st, make_cache):
 
     if not des.cluster_features:
         return None
-    if des.prefill_replicas:
-        raise SpecError("engine.des.prefill_replicas", des.prefill_replicas,
+    if des.cluster.prefill_replicas:
+        raise SpecError("engine.des.cluster.prefill_replicas", des.cluster.prefill_replicas,
                         "0 with the cluster features (router=weighted, signal delay, autoscale, "
                         "sessions, time series ...): disaggregated pools are not supported there")
-    if des.autoscale != "none" and des.autoscale_max and des.autoscale_max < des.autoscale_min:
-        raise SpecError("engine.des.autoscale_max", des.autoscale_max,
-                        f">= autoscale_min={des.autoscale_min}")
-    price = des.price_per_hour or (specs.hardware.price_per_hour or 0.0)
+    cl = des.cluster
+    if cl.autoscale != "none" and cl.autoscale_max and cl.autoscale_max < cl.autoscale_min:
+        raise SpecError("engine.des.cluster.autoscale_max", des.cluster.autoscale_max,
+                        f">= autoscale_min={des.cluster.autoscale_min}")
+    price = des.cluster.price_per_hour or (specs.hardware.price_per_hour or 0.0)
     n0 = n_rep
-    if des.autoscale != "none":
-        n0 = min(max(n_rep, des.autoscale_min), len(reps))
+    if des.cluster.autoscale != "none":
+        n0 = min(max(n_rep, des.cluster.autoscale_min), len(reps))
     return Fleet(des, reps, n0, st, devices_per_replica=specs.partition.devices_per_replica,
                  price_per_hour=price, make_cache=make_cache)
 
@@ -211,7 +212,7 @@ def results(fleet, reps, st, table, des) -> tuple[dict, dict]:
     s.update(fleet.summary())
     ok = slo_ok(st, table, des)
     s.update(class_summary(st, table, des, ok))
-    if des.timeseries_s > 0:
+    if des.outputs.timeseries_s > 0:
         ts = fleet.timeseries(st, ok)
         if ts is not None:
             frames["timeseries"] = ts

@@ -9,8 +9,8 @@ from engine.des.cluster.signals import Delayed
 class Gateway:
     def __init__(self, des, pool: list, st, trace):
         self.st, self.trace = st, trace
-        self.signals = Delayed(pool, des.signal_delay_s)
-        self.router = ROUTERS[des.router](st, des, pool)
+        self.signals = Delayed(pool, des.cluster.signal_delay_s)
+        self.router = ROUTERS[des.cluster.router](st, des, pool)
         for r in pool:
             self.attach(r)
 

@@ -56,10 +56,10 @@ class Loop:
         self.rejected_bucket = 0
         self.completed = 0
         self.des = des if des is not None else (replicas[0].spec if replicas else None)
-        self._think_exp = self.des is not None and self.des.think_time_dist == "exponential"
+        self._think_exp = self.des is not None and self.des.clients.think_time_dist == "exponential"
         self._rng = apply_clients(st, self.des, users) if self.des is not None else None
         # client round trip: half on the way in (with the request overhead), half on the way out
-        self._rtt_half = self.des.client_rtt_ms * 5e-4 if self.des is not None else 0.0
+        self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
 
     def _push(self, t, prio, kind, rep=None, version=0):
@@ -74,7 +74,7 @@ class Loop:
         st, hooks = self.st, self.hooks
         if self.users:
             self.next_closed = min(self.users, st.n)
-            ramp = self.des.ramp_up_s if self.des is not None else 0.0
+            ramp = self.des.clients.ramp_up_s if self.des is not None else 0.0
             for rid in range(self.next_closed):
                 a = rid * ramp / self.users   # user i starts at i W / N (0 without a ramp)
                 st.arrival[rid] = a
@@ -175,8 +175,8 @@ class Loop:
         heapq.heappush(self.heap, (t, 1, self._seq, ARRIVE, rid, 0))
 
     def _set_window(self):
-        """The summary's measurement window from DesSpec.warmup_s / exclude_drain (State.window)."""
-        d = self.des
+        """The summary's measurement window from DesSpec.clients.warmup_s / exclude_drain (State.window)."""
+        d = self.des.clients if self.des is not None else None
         if d is None or (d.warmup_s <= 0 and not d.exclude_drain) or not self.st.n:
             return
         arr = self.st.arrival

@@ -1,4 +1,4 @@
-"""The routers: one registry, name -> router class (``DesSpec.router``; engine.spec.des.ROUTERS
+"""The routers: one registry, name -> router class (``DesSpec.cluster.router``; engine.spec.des.ROUTERS
 lists the names). A router answers ``pick(rid, snap)``: the replica among ``snap.replicas`` for
 request ``rid``, reading load from the signal snapshot (``signals.py``: fresh values, or the
 gateway's record taken ``signal_delay_s`` ago). Ties go to the lowest replica index.
@@ -13,7 +13,7 @@ gateway's record taken ``signal_delay_s`` ago). Ties go to the lowest replica in
                         replica before (its own index of routed blocks, llm-d's approximate prefix
                         scorer), M = the request's blocks; needs the gateway's snapshot (in-flight
                         tokens), so it runs with the cluster features only
-The weighted router's index (``DesSpec.prefix_index``): routed (every block ever routed to a
+The weighted router's index (``DesSpec.cluster.prefix_index``): routed (every block ever routed to a
 replica, never forgotten), events (a replica's bit is cleared when its cache drops the block, as
 a gateway fed by the engines' KV events knows: ``HeardCache``), lru (per replica at most as many
 routed blocks as its prefix cache holds, least recently routed forgotten first). A recycled
@@ -111,11 +111,11 @@ class Weighted(Policy):
         super().__init__(st, des)
         self.owner: dict = {}             # prefix hash -> bitmask of replicas routed to
         self._routed = None               # prefix_index=lru: per replica idx an LRU of routed blocks
-        if des.prefix_index == "lru":
+        if des.cluster.prefix_index == "lru":
             self._routed = {r.idx: OrderedDict() for r in pool}
 
     def pick(self, rid, snap):
-        d, act, out, kv, tok = self.des, snap.replicas, snap.out, snap.kv, snap.tok
+        d, act, out, kv, tok = self.des.cluster, snap.replicas, snap.out, snap.kv, snap.tok
         counts, M = self.match(rid) if d.w_prefix else ({}, 0)
         qmax = max(1, max(int(out[r.idx]) for r in act))
         xmax = max(1.0, max(float(tok[r.idx]) for r in act))
@@ -174,12 +174,12 @@ class Weighted(Policy):
 
     def attach(self, rep):
         pc = rep.kv.prefix
-        if pc is not None and self.des.prefix_index == "events":
+        if pc is not None and self.des.cluster.prefix_index == "events":
             pc.on_drop = self._forget_fn(rep.idx)
 
     def forget(self, idx):
         """prefix_index events / lru forget a recycled replica's blocks; routed never forgets."""
-        if self.des.prefix_index == "routed":
+        if self.des.cluster.prefix_index == "routed":
             return
         forget = self._forget_fn(idx)
         for h in list(self.owner):

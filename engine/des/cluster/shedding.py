@@ -11,7 +11,7 @@ class Shedding:
 
     def admit(self, rid: int, t: float, active: list) -> str | None:
         """Reason to reject ``rid`` at arrival (reject_max_len | shed) or None."""
-        d, st = self.des, self.st
+        d, st = self.des.cluster, self.st
         if d.max_model_len and int(st.prompt[rid]) + int(st.output[rid]) > d.max_model_len:
             self.rejected_max_len += 1
             return self.trace.note(t, rid, "reject_max_len")

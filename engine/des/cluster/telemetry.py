@@ -98,7 +98,7 @@ class TimeSeries:
         if not self.samples:
             return None
         df = pl.DataFrame(self.samples, schema=list(SAMPLE_COLUMNS), orient="row")
-        w = self.des.timeseries_s
+        w = self.des.outputs.timeseries_s
         edges = np.concatenate([[df["t_s"][0] - w], df["t_s"].to_numpy()])
         arr = st.arrival
         ok_arr = np.isfinite(arr)

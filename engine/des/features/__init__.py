@@ -6,7 +6,7 @@ null defaults (engine.des.features.base), so the replica and the event loop have
     decoding.py     plain decoding (the default decoding slot): runs of k decode steps
     speculation.py  speculative decoding (draft model, MTP head or a fixed draft cost)
     power.py        device power, energy per request, the TDP throttle
-    token_times.py  per-token timestamps (DesSpec.token_times)
+    token_times.py  per-token timestamps (DesSpec.outputs.token_times)
     hol.py          head-of-line blocking detector (cluster features)
     bounds.py       the lower bounds of the seed's sanity check (prefill_lb_ms, decode_lb_ms)
     report.py       what they add to the summary, the table and assumptions.md
@@ -21,7 +21,7 @@ from engine.des.features.decoding import PLAIN, PlainDecoding
 
 def build(specs, des, sm, noise, reps, st) -> dict:
     """Fill the replicas' feature slots from the specs: speculation (analytical.spec_decode),
-    power (hardware.tdp), token timestamps (des.token_times), the head-of-line detector
+    power (hardware.tdp), token timestamps (des.outputs.token_times), the head-of-line detector
     (des.cluster_features). Returns the shared objects for the report: {"spec": Speculation or
     None, "powers": [Power per replica]}."""
     out = {"spec": None, "powers": []}
@@ -34,7 +34,7 @@ def build(specs, des, sm, noise, reps, st) -> dict:
         from engine.des.features.power import Power, roof_functions
         roofs = roof_functions(sm)
     tokens = None
-    if des.token_times:
+    if des.outputs.token_times:
         from engine.des.features.token_times import TokenTimes
         tokens = TokenTimes(st)
     for r in reps:

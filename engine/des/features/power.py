@@ -10,7 +10,7 @@ two engines' joules agree at low load. An iteration's energy is devices x (P_idl
 is shared among the iteration's tokens (a prefill chunk's tokens, one per decoding sequence), so
 each request carries its prefill and decode joules.
 
-Throttle (``DesSpec.throttle``; the SimLLM seed: TDP is the threshold of sustained load above
+Throttle (``DesSpec.power.throttle``; the SimLLM seed: TDP is the threshold of sustained load above
 which the chip lowers its clock, which shows in the p99 tail): the limiter watches the power
 averaged over ``throttle_time_constant_s`` (exponential moving average E of the drawn power; idle gaps
 decay it towards P_idle). While E > TDP an iteration whose nominal power exceeds TDP runs at the
@@ -99,10 +99,10 @@ class Power:
         self.devices = devices
         self.tdp = tdp_w
         self.p_idle = idle_fraction * tdp_w
-        self.dp = (des.peak_power_ratio - idle_fraction) * tdp_w
-        self.throttle = des.throttle and des.peak_power_ratio > 1.0
-        self.tau = des.throttle_time_constant_s
-        self.min_clock = des.throttle_min_clock
+        self.dp = (des.power.peak_power_ratio - idle_fraction) * tdp_w
+        self.throttle = des.power.throttle and des.power.peak_power_ratio > 1.0
+        self.tau = des.power.throttle_time_constant_s
+        self.min_clock = des.power.throttle_min_clock
         self.ema = self.p_idle          # averaged power of one device [W]
         self.t_last = 0.0
         # run totals

@@ -68,7 +68,7 @@ def assumptions(specs, des, feats: dict) -> list:
                               "beside prompt chunks speculate too (their verify tokens beyond the "
                               "token budget) when the KV pool has the lookahead blocks"))
     if feats["powers"]:
-        pw = des
+        pw = des.power
         out.append(Assumption("power", f"P = TDP x ({specs.analytical.idle_power_fraction} + "
                               f"({pw.peak_power_ratio:g} - {specs.analytical.idle_power_fraction}) x busy "
                               "fraction) per device",

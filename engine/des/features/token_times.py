@@ -1,4 +1,4 @@
-"""Per-token timestamps (``DesSpec.token_times``): ``State.token_times[rid]`` collects the times
+"""Per-token timestamps (``DesSpec.outputs.token_times``): ``State.token_times[rid]`` collects the times
 [s] of request rid's tokens, a list of arrays, concatenated into the table's ``token_times_s``
 and ``itl_ms`` columns (engine.des.features.report). A decode run's step j emits at its end
 ``times[j]``; with speculation each sequence's accepted tokens of a step all at its end."""

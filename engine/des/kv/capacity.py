@@ -65,7 +65,7 @@ def replica_blocks(specs, des, cap: KvCapacity) -> int:
     per_token = room / cap.tokens                 # the target's KV bytes per token per device
     share = specs.kv_usable_fraction if specs.framework.kv_rule == "free_fraction" else 1.0
     tokens = max(room - w_d * share, 0.0) / (per_token + kvd)
-    return int(tokens // des.block_size)
+    return int(tokens // des.kv.block_size)
 
 
 __all__ = ["KvCapacity", "kv_capacity", "replica_blocks", "pages"]

@@ -127,19 +127,19 @@ def tier_setup(specs, des, block_tokens: int) -> tuple[int, int, float, float]:
     kvpt = float(memory.kv_bytes_per_token(specs.model))
     entry_bytes = block_tokens * kvpt
     devices = specs.partition.devices_per_replica
-    host_bw = des.kv_host_bandwidth_gb_s * 1e9
-    if des.kv_host_gb and not host_bw:
+    host_bw = des.kv.kv_host_bandwidth_gb_s * 1e9
+    if des.kv.kv_host_gb and not host_bw:
         hb = specs.hardware.host_bandwidth_bytes_s
         if not hb:
-            raise SpecError("engine.des.kv_host_bandwidth_gb_s", des.kv_host_bandwidth_gb_s,
-                            f"a host-link bandwidth for kv_host_gb={des.kv_host_gb:g}: hardware "
+            raise SpecError("engine.des.kv.kv_host_bandwidth_gb_s", des.kv.kv_host_bandwidth_gb_s,
+                            f"a host-link bandwidth for kv_host_gb={des.kv.kv_host_gb:g}: hardware "
                             f"{specs.hardware.name} has no host_bandwidth; set hardware.host_bandwidth "
-                            "or engine.des.kv_host_bandwidth_gb_s")
+                            "or engine.des.kv.kv_host_bandwidth_gb_s")
         host_bw = hb * devices
-    host_entries = int(des.kv_host_gb * 1e9 // entry_bytes)
-    disk_entries = int(des.kv_disk_gb * 1e9 // entry_bytes)
+    host_entries = int(des.kv.kv_host_gb * 1e9 // entry_bytes)
+    disk_entries = int(des.kv.kv_disk_gb * 1e9 // entry_bytes)
     host_s = entry_bytes / host_bw if host_entries else 0.0
-    disk_s = entry_bytes / (des.kv_disk_bandwidth_gb_s * 1e9) if disk_entries else 0.0
+    disk_s = entry_bytes / (des.kv.kv_disk_bandwidth_gb_s * 1e9) if disk_entries else 0.0
     return host_entries, disk_entries, host_s, disk_s
 
 

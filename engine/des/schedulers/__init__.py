@@ -7,7 +7,7 @@
     orca.py      decodes + whole prompts, no-evict reservation (Orca, TensorRT-LLM)
     sglang.py    prefill-first, chunked prompts, decode batches separate (SGLang)
 
-Framework profiles in conf/framework/ pick one; engine.des.scheduler overrides. A new policy is
+Framework profiles in conf/framework/ pick one; engine.des.scheduling.scheduler overrides. A new policy is
 its traits, one line in engine.spec.scheduling.POLICIES (which engine.spec's validation,
 ``DesSpec.token_budget`` and engine.plan.bound read), one module here (a ``Scheduler`` subclass
 with ``schedule``, decorated ``@register("name")``, which sets the traits on the class) and its

@@ -19,7 +19,7 @@ def arrivals(kind: str, n: int, rate: float = 0.0, cv: float = 1.0, users: int =
     DES sets each when that user's previous request completes). ``poisson``: exponential gaps of
     mean 1/rate. ``gamma``: gamma gaps of shape 1/cv^2 and scale 1/(rate shape), so the mean gap is
     1/rate and the gaps' coefficient of variation is cv (cv > 1 is burstier than Poisson).
-    ``weibull`` (engine.des.arrival_dist): Weibull gaps of shape k with cv^2 = G(1 + 2/k) /
+    ``weibull`` (engine.des.clients.arrival_dist): Weibull gaps of shape k with cv^2 = G(1 + 2/k) /
     G(1 + 1/k)^2 - 1 (``weibull_shape``) and scale 1/(rate G(1 + 1/k)): mean 1/rate. Open-loop
     streams start at 0 (the first gap is dropped). ``rng``: a Generator (consumed: n draws) or an
     integer seed for ``np.random.default_rng``.

@@ -59,7 +59,7 @@ prefill together, decode together, finish together); the ``none`` settings of
 broke the waves up, which no tool above does.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -74,7 +74,7 @@ TPOT_DEFINITIONS = ("decode", "per_output_token")
 class ClientProfile:
     """What a benchmark tool does around the server in concurrency mode.
 
-    start_ramp_s: users start i x this / N (0 = burst: all N at t=0; engine.des.ramp_up_s);
+    start_ramp_s: users start i x this / N (0 = burst: all N at t=0; engine.des.clients.ramp_up_s);
     warmup_s / exclude_drain: the reported means leave out requests arriving in the first
         warmup_s or completing after the last arrival (0 / false = every completed request);
     length_jitter: lengths x U[1 - j, 1 + j] (0 = exact, as a fixed ISL/OSL run);
@@ -126,11 +126,11 @@ def client_des(des, name: str):
     exclude_drain, length_jitter, tpot_definition); unchanged for ``none``. The profile wins over
     those engine.des settings (use client=none to set them by hand)."""
     f = profile_fields(name)
-    return replace(des, **f) if f else des
+    return des.with_(clients=f) if f else des
 
 
 def profile_fields(name: str) -> dict:
-    """The engine.des fields client ``name`` sets ({} for ``none``)."""
+    """The engine.des.clients fields client ``name`` sets ({} for ``none``)."""
     p = profile(name)
     if p is None:
         return {}
@@ -150,7 +150,7 @@ def client_requests(name: str, users: int, fallback: int = 0) -> int:
 
 
 def apply_clients(st, des, users: int) -> np.random.Generator:
-    """Client behaviour of ``des`` (DesSpec: ramp_up_s, length_jitter, tpot_definition) applied to
+    """Client behaviour of ``des`` (DesSpec.clients: ramp_up_s, length_jitter, tpot_definition) applied to
     the state's request arrays before the loop runs (copies; the caller's stream is untouched).
     Returns the generator the loop draws exponential think times from. Seeded from ``des.seed``
     (sub-streams 1: lengths, 2: think times), so turning a client option on does not move the
@@ -158,19 +158,19 @@ def apply_clients(st, des, users: int) -> np.random.Generator:
     for ``engine.des.metrics.request_table``."""
     ss = np.random.SeedSequence([des.seed, 12])
     r_len, r_think = (np.random.default_rng(s) for s in ss.spawn(2))
-    j = des.length_jitter
+    j = des.clients.length_jitter
     if j > 0:
         n = st.n
         f = r_len.uniform(1.0 - j, 1.0 + j, size=(2, n))
         st.prompt = np.maximum(1, np.rint(st.prompt * f[0])).astype(np.int64)
         st.output = np.maximum(1, np.rint(st.output * f[1])).astype(np.int64)
-    if des.ramp_up_s > 0 and not users:
+    if des.clients.ramp_up_s > 0 and not users:
         order = np.argsort(st.arrival, kind="stable")
         arr = st.arrival.copy()
-        arr[order] = ramp_arrivals(st.arrival[order], des.ramp_up_s)
+        arr[order] = ramp_arrivals(st.arrival[order], des.clients.ramp_up_s)
         st.arrival = arr
-    if getattr(des, "tpot_definition", "decode") != "decode":
-        st.tpot_definition = des.tpot_definition
+    if des.clients.tpot_definition != "decode":
+        st.tpot_definition = des.clients.tpot_definition
     return r_think
 
 

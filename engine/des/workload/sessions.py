@@ -56,12 +56,12 @@ _GRID = 200_000
 
 
 def rate_profile(des, t: np.ndarray) -> np.ndarray:
-    """Relative arrival rate f(t) of ``des.traffic_shape`` (see the module docstring)."""
-    r, t0, L = des.traffic_peak_ratio, des.traffic_start_s, des.traffic_len_s
-    shape = des.traffic_shape
+    """Relative arrival rate f(t) of ``des.cluster.traffic_shape`` (see the module docstring)."""
+    r, t0, L = des.cluster.traffic_peak_ratio, des.cluster.traffic_start_s, des.cluster.traffic_len_s
+    shape = des.cluster.traffic_shape
     if shape == "diurnal":
         A = (r - 1.0) / (r + 1.0)
-        return 1.0 + A * np.sin(2.0 * np.pi * (t - t0) / des.traffic_period_s - np.pi / 2.0)
+        return 1.0 + A * np.sin(2.0 * np.pi * (t - t0) / des.cluster.traffic_period_s - np.pi / 2.0)
     if shape == "spike":
         return np.where((t >= t0) & (t < t0 + L), r, 1.0)
     if shape == "ramp":
@@ -76,7 +76,7 @@ def shape_arrivals(arrival_s: np.ndarray, des) -> np.ndarray:
     """Open-loop arrivals time-warped to the rate profile: t = Lambda^-1(R a), R = the stream's
     mean rate (n - 1) / span. NaN for arrivals a drain never reaches. Times from the first arrival."""
     a = np.asarray(arrival_s, dtype=np.float64)
-    if des.traffic_shape == "none" or a.size < 2:
+    if des.cluster.traffic_shape == "none" or a.size < 2:
         return a
     t_first = float(np.nanmin(a))
     x = a - t_first
@@ -84,27 +84,27 @@ def shape_arrivals(arrival_s: np.ndarray, des) -> np.ndarray:
     if span <= 0:
         return a
     # horizon: f >= f_min on the stream's reach, so t <= span / f_min; drains stop at t0 + L
-    r, t0, L = des.traffic_peak_ratio, des.traffic_start_s, des.traffic_len_s
-    if des.traffic_shape == "drain":
+    r, t0, L = des.cluster.traffic_peak_ratio, des.cluster.traffic_start_s, des.cluster.traffic_len_s
+    if des.cluster.traffic_shape == "drain":
         horizon = t0 + L
     else:
-        f_min = {"diurnal": 1.0 - (r - 1.0) / (r + 1.0), "ramp": 1.0 / r}.get(des.traffic_shape, 1.0)
-        horizon = span / f_min + des.traffic_period_s / 100.0
+        f_min = {"diurnal": 1.0 - (r - 1.0) / (r + 1.0), "ramp": 1.0 / r}.get(des.cluster.traffic_shape, 1.0)
+        horizon = span / f_min + des.cluster.traffic_period_s / 100.0
     breaks = [b for b in (t0, t0 + L) if 0.0 < b < horizon]
     grid = np.unique(np.concatenate([np.linspace(0.0, horizon, _GRID), breaks]))
     f = rate_profile(des, grid)
     # Lambda(t) / R = cum(t); the stationary stream reached a at R a expected arrivals: cum(t) = a
     cum = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(grid))])
     out = np.interp(x, cum, grid, right=np.nan)
-    if des.traffic_shape != "drain":
+    if des.cluster.traffic_shape != "drain":
         beyond = x > cum[-1]
         out[beyond] = grid[-1] + (x[beyond] - cum[-1])   # f = 1 beyond the horizon (not reached)
     return out + t_first
 
 
 def redraw_gaps(arrival_s: np.ndarray, des, rng: np.random.Generator) -> np.ndarray:
-    """The open-loop arrivals with their gaps drawn again from ``des.arrival_dist`` at the same
-    mean rate (n - 1) / span and coefficient of variation ``des.arrival_cv`` (the project's one
+    """The open-loop arrivals with their gaps drawn again from ``des.clients.arrival_dist`` at the same
+    mean rate (n - 1) / span and coefficient of variation ``des.clients.arrival_cv`` (the project's one
     arrivals generator, engine.des.workload.arrivals), in the original order of the requests."""
     from engine.des.workload.arrivals import arrivals
 
@@ -113,17 +113,17 @@ def redraw_gaps(arrival_s: np.ndarray, des, rng: np.random.Generator) -> np.ndar
     span = float(a[order[-1]] - a[order[0]])
     rate = (len(a) - 1) / span if span > 0 else 1.0
     out = np.empty_like(a)
-    out[order] = a[order[0]] + arrivals(des.arrival_dist, len(a), rate, des.arrival_cv, rng=rng)
+    out[order] = a[order[0]] + arrivals(des.clients.arrival_dist, len(a), rate, des.clients.arrival_cv, rng=rng)
     return out
 
 
 def apply_reasoning(stream: RequestStream, des, rng: np.random.Generator) -> RequestStream:
     """``reasoning_fraction`` of the requests get outputs x ``reasoning_output_scale``."""
-    if not des.reasoning_fraction or des.reasoning_output_scale == 1:
+    if not des.clients.reasoning_fraction or des.clients.reasoning_output_scale == 1:
         return stream
-    pick = rng.random(len(stream)) < des.reasoning_fraction
+    pick = rng.random(len(stream)) < des.clients.reasoning_fraction
     out = stream.output.copy()
-    out[pick] = np.rint(out[pick] * des.reasoning_output_scale).astype(np.int64)
+    out[pick] = np.rint(out[pick] * des.clients.reasoning_output_scale).astype(np.int64)
     return replace(stream, output=out)
 
 
@@ -132,11 +132,11 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
     of the session's next turn, -1 at the last), ``think_s`` (think time before this turn) and
     ``session`` (session id); follow-up turns' arrivals are NaN until the loop sends them."""
     n = len(stream)
-    if not des.session_turns or n == 0:
+    if not des.clients.session_turns or n == 0:
         return stream
     order = np.argsort(stream.arrival_s, kind="stable")
     # geometric turns per session with mean session_turns (support 1, 2, ...)
-    p = 1.0 / des.session_turns
+    p = 1.0 / des.clients.session_turns
     k = rng.geometric(p, size=n)
     starts = np.concatenate([[0], np.cumsum(k)])
     starts = starts[starts < n]
@@ -144,7 +144,7 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
     turn_of_pos = np.arange(n) - starts[sess_of_pos]
     u = stream.prompt[order].astype(np.int64)
     o = stream.output[order].astype(np.int64)
-    S = int(des.session_system_tokens)
+    S = int(des.clients.session_system_tokens)
     # history before each turn: S + sum over earlier turns of the session (u + o)
     uo = u + o
     csum = np.cumsum(uo) - uo          # exclusive cumulative sum over the whole order
@@ -173,8 +173,8 @@ def sessionize(stream: RequestStream, des, rng: np.random.Generator) -> RequestS
     next_turn[order[nxt_pos]] = order[nxt_pos + 1]
     think = np.zeros(n)
     follow = turn_of_pos > 0
-    if des.session_think_s > 0:
-        think[order[follow]] = rng.exponential(des.session_think_s, size=int(follow.sum()))
+    if des.clients.session_think_s > 0:
+        think[order[follow]] = rng.exponential(des.clients.session_think_s, size=int(follow.sum()))
     arrival = stream.arrival_s.copy()
     arrival[order[follow]] = np.nan
     session = np.empty(n, np.int64)
@@ -194,25 +194,25 @@ def _matches(c, stream: RequestStream) -> np.ndarray:
     m = np.ones(len(stream), bool)
     for col, o, v in c.terms():
         if col not in cols:
-            raise SpecError("engine.des.classes.filter", c.filter,
+            raise SpecError("engine.des.clients.classes.filter", c.filter,
                             f"columns among {sorted(cols)} (the stream has no {col!r})")
         m &= ops[o](cols[col], v)
     return m
 
 
 def apply_classes(stream: RequestStream, des) -> RequestStream:
-    """Request classes of ``des.classes`` (module docstring): sets ``klass``, ``priority`` and
+    """Request classes of ``des.clients.classes`` (module docstring): sets ``klass``, ``priority`` and
     the lengths of classes with their own distributions. Identity without classes."""
     from engine.des.workload.lengths import sample_lengths
     from engine.errors import SpecError
 
-    classes = des.classes
+    classes = des.clients.classes
     n = len(stream)
     if not classes or not n:
         return stream
     if len(np.unique(stream.priority)) > 1:
         raise SpecError("workload.priority_fraction", "> 0",
-                        "0 when engine.des.classes declares the classes (their priority field)")
+                        "0 when engine.des.clients.classes declares the classes (their priority field)")
     r_pick, r_len = (np.random.default_rng(s) for s in np.random.SeedSequence([des.seed, 23]).spawn(2))
     klass = np.full(n, -1, np.int16)
     for i, c in enumerate(classes):
@@ -222,7 +222,7 @@ def apply_classes(stream: RequestStream, des) -> RequestStream:
     rest = np.flatnonzero(klass < 0)
     if rest.size:
         if not share_ids:
-            raise SpecError("engine.des.classes", [c.filter for c in classes],
+            raise SpecError("engine.des.clients.classes", [c.filter for c in classes],
                             f"filters covering every request ({rest.size} of {n} match none; "
                             "add a class with a share to take the rest)")
         p = np.array([classes[i].share for i in share_ids], dtype=np.float64)
@@ -254,23 +254,23 @@ def rng_choice(rng: np.random.Generator, k: int, size: int, p: np.ndarray) -> np
 def transform(stream: RequestStream, des) -> RequestStream:
     """All workload transforms of ``des`` in order: reasoning outputs, traffic shape (on the
     session starts, i.e. the open-loop arrivals), sessions. Identity when all are off."""
-    if des.classes:
+    if des.clients.classes:
         stream = apply_classes(stream, des)
-    if not (des.reasoning_fraction or des.traffic_shape != "none" or des.session_turns
-            or des.arrival_dist != "none"):
+    if not (des.clients.reasoning_fraction or des.cluster.traffic_shape != "none" or des.clients.session_turns
+            or des.clients.arrival_dist != "none"):
         return stream
-    if stream.users and (des.session_turns or des.traffic_shape != "none"):
+    if stream.users and (des.clients.session_turns or des.cluster.traffic_shape != "none"):
         from engine.errors import SpecError
-        raise SpecError("engine.des.session_turns" if des.session_turns else "engine.des.traffic_shape",
-                        des.session_turns or des.traffic_shape,
+        key = "engine.des.clients.session_turns" if des.clients.session_turns else "engine.des.cluster.traffic_shape"
+        raise SpecError(key, des.clients.session_turns or des.cluster.traffic_shape,
                         "an open-loop workload (sessions and traffic shapes warp arrival times; "
                         "workload.arrival=closed_loop has none)")
     r_reason, r_sess, r_gap = (np.random.default_rng(s)
                                for s in np.random.SeedSequence([des.seed, 17]).spawn(3))
     stream = apply_reasoning(stream, des, r_reason)
-    if des.arrival_dist != "none" and len(stream) > 1:
+    if des.clients.arrival_dist != "none" and len(stream) > 1:
         stream = replace(stream, arrival_s=redraw_gaps(stream.arrival_s, des, r_gap))
-    if des.traffic_shape != "none":
+    if des.cluster.traffic_shape != "none":
         arr = shape_arrivals(stream.arrival_s, des)
         keep = np.isfinite(arr)
         stream = replace(stream, arrival_s=arr)

@@ -30,7 +30,7 @@ class RequestStream:
     next_turn: np.ndarray | None = None
     think_s: np.ndarray | None = None
     session: np.ndarray | None = None
-    #: request classes (DesSpec.classes; engine.des.workload.sessions.apply_classes): class index per
+    #: request classes (DesSpec.clients.classes; engine.des.workload.sessions.apply_classes): class index per
     #: request; None = one class
     klass: np.ndarray | None = None
     #: a trace's other numeric columns per request (engine.des.workload.trace.Trace.columns) or None

@@ -41,7 +41,7 @@ class Trace:
     hashes: list | None
     path: str
     #: the trace's other numeric columns (name -> float64 per row), for request-class filters
-    #: (engine.des.classes: e.g. "client == 3" on a ServeGen trace)
+    #: (engine.des.clients.classes: e.g. "client == 3" on a ServeGen trace)
     columns: dict | None = None
     #: each row's place in the file (1-based, header not counted), in the order above (by arrival)
     rows: np.ndarray | None = None

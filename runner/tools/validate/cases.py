@@ -68,7 +68,7 @@ class Case:
     key: str = ""                # summary key compared with the measurement
     framework: str = ""          # conf/framework profile
     precision: str = ""          # precision class (16-bit | fp8 | int8 | int4 | fp4)
-    des: dict = field(default_factory=dict)   # DesSpec fields set for this row
+    des: dict = field(default_factory=dict)   # DesSpec.clients fields set for this row
     auto_tp_gpus: int = 0        # > 0: TP not stated, choose it for this many GPUs
     gpus: int = 1
     server: tuple = ()           # MLPerf server constraints (p99 TTFT ms, p99 TPOT ms)
@@ -142,7 +142,7 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
     ov.append(f"framework={fw}")
     if fw == "vllm_v1" and _small_gpu_for_vllm(hw):
         # vLLM V1's API-server defaults below 70 GiB or on A100: 2048 tokens, 256 sequences
-        ov += ["engine.des.max_num_batched_tokens=2048", "engine.des.max_num_seqs=256"]
+        ov += ["engine.des.scheduling.max_num_batched_tokens=2048", "engine.des.scheduling.max_num_seqs=256"]
         fw_why += "; < 70 GiB or A100: 2048 tokens, 256 seqs"
     stated = rg.stated_settings(row.get("notes", ""))
     ov += [f"framework.{k}={v}" for k, v in stated.items()]

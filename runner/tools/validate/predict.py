@@ -59,8 +59,9 @@ class Runner:
             replicas = max(1, case.gpus // (p.tp * p.pp * p.sp))
             des = des_spec(cfg)
             if case.engine == "des":
-                des = replace(des, progress="off", replicas=replicas, **case.des,
-                              **({"router": "least_outstanding"} if replicas > 1 else {}))
+                des = des.with_(outputs=dict(progress="off"), clients=case.des,
+                                cluster=dict(replicas=replicas,
+                                             **({"router": "least_outstanding"} if replicas > 1 else {})))
                 if replicas > 1:
                     case.how += f"; {replicas} data-parallel replicas"
             self._specs[case.id] = self._specs[key] = (specs, des)
@@ -164,7 +165,7 @@ class Runner:
                 # that DP replicas do not each get a sliver and spend the run draining. A benchmark
                 # client's run length is part of what it measures (a closed loop's first wave is a
                 # larger share of a shorter run), so client rows keep theirs at any scale.
-                per = (des.replicas or 1) if (wl.get("arrival") == "batch" or case.server) else 1
+                per = (des.cluster.replicas or 1) if (wl.get("arrival") == "batch" or case.server) else 1
                 wl["num_requests"] = max(100, int(wl["num_requests"] * self.des_scale)) * per
             s = self._server(case, specs, des, wl) if case.server else self._des(case, specs, des, wl)
             if s:
