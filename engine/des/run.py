@@ -215,11 +215,11 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
     else:
         # the longest request one replica's KV cache holds; a stream none of whose requests fits
         # does not fit in memory (nothing was served: fits_in_memory false, and why)
-        s["max_request_tokens"] = loop.max_blocks * des.block_size
+        s["max_request_tokens"] = loop.max_blocks * des.kv.block_size
         if st.n and loop.rejected_too_long == st.n:
             s["fits_in_memory"] = False
             s["memory_reason"] = (f"no request fits one replica's KV cache of {s['max_request_tokens']} tokens "
-                                  f"({blocks} blocks of {des.block_size}, less the watermark); the shortest "
+                                  f"({blocks} blocks of {des.kv.block_size}, less the watermark); the shortest "
                                   f"needs {int(np.min(st.prompt + st.output))} (prompt + output)")
     timeline = None
     if des.outputs.record_iterations:

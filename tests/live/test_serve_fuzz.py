@@ -25,7 +25,7 @@ SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
 
 @pytest.fixture(scope="module")
 def server(base_specs):
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400), capacity=16)
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=400)), capacity=16)
     with in_thread(make_app(eng, "sim-8b", time_scale=0.001, max_body_bytes=LIMIT)) as url:
         host, port = url.rsplit("/", 1)[-1].split(":")
         yield host, int(port), eng
@@ -157,7 +157,7 @@ def test_engine_full_is_503_with_retry_after(base_specs):
     503 with Retry-After and a JSON message; the first is served."""
     import threading
 
-    eng = LiveEngine(base_specs, DesSpec(num_kv_blocks=400), capacity=1)
+    eng = LiveEngine(base_specs, DesSpec(kv=dict(num_kv_blocks=400)), capacity=1)
     with in_thread(make_app(eng, "sim-8b", time_scale=1.0)) as url:
         host, port = url.rsplit("/", 1)[-1].split(":")
         srv = (host, int(port), eng)

@@ -57,4 +57,4 @@ def test_closed_loop_case_carries_the_harness_settings_and_the_des_runs_them():
     assert not any(o.startswith("framework.max_num") for o in plain.overrides)
     specs = compose_specs(*c.overrides, "engine=des", "workload=closed_loop")
     _, des = deployment(specs)
-    assert des.max_num_seqs == 8 and des.token_budget == 2532
+    assert des.scheduling.max_num_seqs == 8 and des.token_budget == 2532
