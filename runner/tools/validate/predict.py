@@ -122,13 +122,19 @@ class Runner:
         best["server_rate_rps"] = lo
         return best
 
+    def _scale(self, case: Case) -> float:
+        """The DES request-count scale of ``case``: 1 for a row run by a benchmark client, whose
+        run length is part of what it measures (a closed loop's first wave is a larger share of
+        a shorter run), else ``des_scale``."""
+        return 1.0 if case.workload.get("client") else self.des_scale
+
     def predict(self, case: Case, params: dict | None = None) -> float:
         specs, des = self.specs(case)
         # the parameters this row depends on: the calibration's and its own profile's (another
         # profile's host costs do not touch it, so a fit moving them re-runs only that profile's rows)
         own = tuple(sorted((k, v) for k, v in (params or {}).items()
                            if not k.startswith("framework.") or k.startswith(f"framework.{case.framework}.")))
-        key = (_setup_key(case), own, 1.0 if case.workload.get("client") else self.des_scale)
+        key = (_setup_key(case), own, self._scale(case))
         s = self._summaries.get(key)
         if s is None:
             if len(self._summaries) > 20_000:
@@ -162,9 +168,8 @@ class Runner:
         else:
             if "num_requests" in wl and not wl.get("client"):
                 # offline and server rows: the stated (or default) request count per replica, so
-                # that DP replicas do not each get a sliver and spend the run draining. A benchmark
-                # client's run length is part of what it measures (a closed loop's first wave is a
-                # larger share of a shorter run), so client rows keep theirs at any scale.
+                # that DP replicas do not each get a sliver and spend the run draining (client
+                # rows keep the client's run: ``_scale``)
                 per = (des.cluster.replicas or 1) if (wl.get("arrival") == "batch" or case.server) else 1
                 wl["num_requests"] = max(100, int(wl["num_requests"] * self.des_scale)) * per
             s = self._server(case, specs, des, wl) if case.server else self._des(case, specs, des, wl)
