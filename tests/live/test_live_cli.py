@@ -4,24 +4,31 @@ a few minutes of simulated serving at a slowed clock). All servers listen on 127
 Round trip: ``simllm-serve`` with a hidden calibration (compute efficiency 0.5,
 memory-bandwidth efficiency 0.6, step overhead 2 ms, per-request overhead 5 ms; the numbers chosen
 here), ``simllm-observe`` against it, then ``simllm-calibrate`` on the observation must recover
-each within 10 %. The server and observer run at ``--time-scale 10`` (ten wall seconds per
-simulated second), so the HTTP path's own jitter (about 1-3 ms wall on a loaded 2-core machine,
-see benchmarks/bench_serve.py) is 0.1-0.3 ms of simulated time.
+each within 10 % (the per-request overhead plus the observer's own lateness, below). The
+server and observer run at ``--time-scale 10`` (ten wall seconds per simulated second), so
+the HTTP path's own jitter (about 1-3 ms wall on a loaded 2-core machine, see
+benchmarks/bench_serve.py) is 0.1-0.3 ms of simulated time; the observer's TTFT lateness is
+larger (below).
 
 Why this workload identifies the four: a closed loop of one user (no batching, so each request's
-steps are its own), prompts log-normal 128-4096 tokens, outputs 8-24 tokens, 80 requests.
+steps are its own), Llama-2-7B (multi-head attention: 0.5 MB of KV per token against 13.5 GB of
+weights), prompts log-normal 128-4000 tokens, outputs 8-24 tokens, 80 requests.
 - TTFT = per-request overhead + step overhead + prefill(prompt): its slope across prompt lengths
   is the compute efficiency, its intercept the sum of the two overheads.
 - A request's median inter-token gap = step overhead + (weights + KV(context)) / (bandwidth x
-  efficiency): the KV read grows with the context (0.13 MB per token, up to 3 % of the 16 GB of
-  weights at 4096 tokens), so the steps of short- and long-context requests give the bandwidth
-  efficiency apart from the constant step overhead; then TTFT's intercept gives the per-request
-  overhead. One global ITL p50 would only give the sum overhead + weights/(bandwidth x eff).
-- The observer's own path (HTTP, client event loop) makes every TTFT a little late (0.1-0.3 ms
-  simulated here): physically that is per-request time as a client sees it, and the fit puts it
-  there (checked below against the lateness measured by replaying the same requests in the DES
-  at the hidden point); the hidden 5 ms is a tokenise-admit-respond overhead of the order real
-  servers show, so that this lateness is a few per cent of it.
+  efficiency): the KV read grows with the context (up to 15 % of the weights at 4000 tokens), so
+  the steps of short- and long-context requests give the bandwidth efficiency apart from the
+  constant step overhead; then TTFT's intercept gives the per-request overhead. One global ITL
+  p50 would only give the sum overhead + weights/(bandwidth x eff). The model is chosen for that
+  slope: with a grouped-query model (Llama-3.1-8B, KV 3 % of the weights at 4096 tokens) the
+  slope is ~0.2 ms across the whole range, and on a loaded machine (load 8 on 2 cores) the
+  observer's per-request scatter of ~0.1 ms moved the fitted bandwidth efficiency by -10 % and
+  the step overhead by -43 %; the multi-head model's slope is ~1 ms.
+- The observer's own path (HTTP, client event loop) makes every TTFT a little late (0.4 ms
+  simulated on an idle machine, more under load): physically that is per-request time as a
+  client sees it, and the fit puts it there (checked below against the lateness measured by
+  replaying the same requests in the DES at the hidden point); the hidden 5 ms is a
+  tokenise-admit-respond overhead of the order real servers show.
 """
 
 import json
@@ -43,12 +50,12 @@ HIDDEN = {"compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.6, "step_o
 #: the default profile's fitted host terms off: the hidden point is the calibration's alone, and the
 #: fit recovers the calibration's factors (profile terms on top would be confounded with them)
 NO_HOST = list(NO_HOST_OVERRIDES)
-HIDDEN_OVR = ["calibration=specsheet", "calibration.compute_efficiency=0.5",
+HIDDEN_OVR = ["model=llama_2_7b", "calibration=specsheet", "calibration.compute_efficiency=0.5",
               "calibration.memory_bandwidth_efficiency=0.6", "calibration.step_overhead=2ms",
               "calibration.per_request_overhead=5ms", *NO_HOST]
 WORKLOAD = ["workload=closed_loop", "workload.concurrency=1", "workload.prompt_len=1024",
             "workload.prompt_dist.kind=lognormal", "workload.prompt_dist.sigma=0.7",
-            "workload.prompt_dist.low=128", "workload.prompt_dist.high=4096", "workload.output_len=16",
+            "workload.prompt_dist.low=128", "workload.prompt_dist.high=4000", "workload.output_len=16",
             "workload.output_dist.kind=uniform", "workload.output_dist.low=8",
             "workload.output_dist.high=24"]
 
@@ -106,7 +113,7 @@ def round_trip(tmp_path_factory):
         srv.terminate()
         srv.wait(10)
     c = subprocess.run([sys.executable, "-m", "runner.tools.calibrate", str(out), "--name", "rt16",
-                        "calibration=specsheet", *NO_HOST, "--conf-dir", str(tmp / "conf"),
+                        "model=llama_2_7b", "calibration=specsheet", *NO_HOST, "--conf-dir", str(tmp / "conf"),
                         "--output-dir", str(tmp / "out"), "--no-tracking"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert c.returncode == 0, c.stderr
@@ -128,23 +135,28 @@ def round_trip(tmp_path_factory):
 @pytest.mark.slow
 def test_round_trip_timing(round_trip):
     """The observed requests are the DES's at the hidden point (the replay of the same requests):
-    TTFT within 1 ms of simulated time (the HTTP path's lateness / 10), TPOT within 1 %."""
+    TTFT within 2 ms of simulated time (the HTTP path's lateness / 10: 0.4 ms measured on an idle
+    2-core machine, 1.2 ms at load 8), TPOT within 1 %."""
     m, fit, d_ttft, r_tpot = round_trip
     assert len(m) == 80
     assert m.workload["arrival"] == "closed_loop"        # replayed as the closed loop it was
-    assert abs(d_ttft) < 1.0 and abs(r_tpot) < 0.01
+    assert abs(d_ttft) < 2.0 and abs(r_tpot) < 0.01
 
 
 @pytest.mark.slow
 def test_round_trip_recovers_within_10_percent(round_trip):
     """simllm-calibrate on the observation: each hidden parameter within 10 % and reported as
     pinned by the data; the per-request overhead fitted on its own (``auto``: the file has each
-    request's ITLs). Independent cross-check of where the observer's lateness went: the fitted
-    overheads' sum exceeds the hidden sum (7 ms) by the TTFT lateness measured against the DES
-    replay at the hidden point, within 0.1 ms."""
+    request's ITLs). The observer's lateness is per-request time as its client sees it, so the
+    per-request overhead the fit should find is the hidden 5 ms plus that lateness, measured
+    independently against the DES replay at the hidden point (0.4 ms on an idle 2-core machine,
+    0.7 ms at load 5, 1.2 ms at load 8: a fixed 5 ms target would fail on a busy machine for a
+    fit that is right). Cross-check: the fitted overheads' sum exceeds the hidden sum (7 ms) by
+    that lateness within 0.1 ms."""
     _, fit, d_ttft, _ = round_trip
     p = fit["params"]
-    for k, v in HIDDEN.items():
+    expect = {**HIDDEN, "per_request_overhead_s": HIDDEN["per_request_overhead_s"] + d_ttft * 1e-3}
+    for k, v in expect.items():
         assert p[k] == pytest.approx(v, rel=0.10), (k, p[k], v)
         assert fit["ranges_95"][k]["identifiable"], (k, fit["ranges_95"][k])
     excess_ms = (p["step_overhead_s"] + p["per_request_overhead_s"] - 0.007) * 1e3
