@@ -11,8 +11,8 @@ precision, kernel backend), with thin regimes pooled into coarser ones.
 Pure numpy; no Hydra, no MLflow. ``conformal`` holds the math, ``regimes`` the keys.
 """
 
-from engine.uncertainty.conformal import ErrorModel, Interval, conformal_rank, fit, residual
+from engine.uncertainty.conformal import ErrorModel, Interval, conformal_rank, covered, fit, halves, residual
 from engine.uncertainty.regimes import HIERARCHY, HEADLINE, LOAD_KINDS, regime_of
 
-__all__ = ["ErrorModel", "Interval", "conformal_rank", "fit", "residual", "HIERARCHY", "HEADLINE",
+__all__ = ["ErrorModel", "Interval", "conformal_rank", "covered", "fit", "halves", "residual", "HIERARCHY", "HEADLINE",
            "LOAD_KINDS", "regime_of"]

@@ -161,3 +161,20 @@ class ErrorModel:
         if d.get("format") != 1 or "regimes" not in d:
             raise ValueError(f"uncertainty.table: {p} is not an error model (format 1 with 'regimes')")
         return cls(d["regimes"], int(d.get("min_rows", 8)), d.get("provenance", {}))
+
+
+def covered(model: ErrorModel, regimes: list[dict], residuals, level: float) -> np.ndarray:
+    """Per row: 1.0 where ln(predicted / measured) lies in its interval [c - q, c + q] at
+    ``level``, 0.0 where outside, NaN where the model gives no interval."""
+    out = np.full(len(regimes), np.nan)
+    for i, (reg, r) in enumerate(zip(regimes, np.asarray(residuals, dtype=float))):
+        iv = model.interval(reg, level)
+        if iv is not None and math.isfinite(r):
+            out[i] = float(iv.center - iv.q <= r <= iv.center + iv.q)
+    return out
+
+
+def halves(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A random split of row indices 0..n-1 into two halves (numpy default_rng(seed))."""
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[: n // 2]), np.sort(perm[n // 2:])

@@ -19,6 +19,7 @@ from pathlib import Path
 from engine.errors import SpecError
 from engine.uncertainty import fit
 from engine.uncertainty.conformal import SHIPPED
+from engine.uncertainty.residuals import residuals_path
 from engine.uncertainty.regimes import metric_of
 from runner.intervals import load_kind
 
@@ -89,11 +90,6 @@ def fit_and_write(cases, runner, paths: list[Path], calibration: str, source: st
     path = Path(out) if out else SHIPPED
     write_residuals(residuals_path(path), ids, regs, res)
     return em.save(path)
-
-
-def residuals_path(table: Path) -> Path:
-    """The per-row residuals beside an error model (intervals.json -> intervals.residuals.csv)."""
-    return table.with_name(table.stem + ".residuals.csv")
 
 
 def write_residuals(path: Path, ids, regs, res) -> Path:
