@@ -4,7 +4,7 @@ of ``engine.uncertainty``, ``*_lo`` / ``*_hi`` added to the summary, one assumpt
 naming the regime and its row count. Nothing here runs when ``uncertainty.enabled`` is false."""
 
 from engine.uncertainty import HEADLINE, ErrorModel, regime_of
-from engine.uncertainty.regimes import precision_class
+from engine.uncertainty.regimes import FIELDS, precision_class
 
 _CACHE: dict = {}
 
@@ -63,9 +63,10 @@ def annotate(summary: dict, specs, engine: str, level: float, table: str | None 
             continue
         summary[f"{key}_lo"], summary[f"{key}_hi"] = iv.bounds(float(v))
         seen.setdefault(iv.regime, []).append(key)
+        pooled = iv.regime.count("|") + 1 < len(FIELDS)
         notes.append(Assumption(f"interval {key}", f"{level:.0%}: x{iv.lo_factor:.3f} to x{iv.hi_factor:.3f}",
-                                f"split-conformal on ln(predicted/measured) of {iv.n} validation rows of regime "
-                                f"'{iv.regime}' (job regime {base}; finer regimes had fewer than "
-                                f"{em.min_rows} rows or too few for the level)"))
+                                f"split-conformal on ln(predicted/measured) of {iv.n} validation rows, regime "
+                                f"'{iv.regime}'" + (f" (pooled: the finer regimes of {', '.join(f'{k}={v}' for k, v in base.items())} "
+                                f"have fewer than {em.min_rows} rows or too few for the level)" if pooled else "")))
     summary["uncertainty_level"] = level
     return notes
