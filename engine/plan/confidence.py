@@ -12,12 +12,14 @@ interval: conservative, its upper tail alone has probability <= 1 - p).
 
 The slowdown is applied through the DES's existing clock-throttle hook of
 ``calibration.noise`` (``engine.des.noise``: once throttle_after_s of busy time is seen, every
-step takes 1 / throttle_factor longer): throttle_after_s = 1 ns, throttle_factor = 1 / f.
+step takes 1 / throttle_factor longer): throttle_after_s = 1 ns, throttle_factor = 1 / f. Every
+step but a run's first (which starts at busy time 0) is slowed; in a plan's measurement of
+thousands of steps the one left out is immaterial.
 """
 
 from dataclasses import replace
 
-#: Busy time [s] after which the slowdown applies: 1 ns, i.e. from the first step on.
+#: Busy time [s] after which the slowdown applies: 1 ns, i.e. from the second step on.
 _FROM_START_S = 1e-9
 
 
