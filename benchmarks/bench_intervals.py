@@ -77,9 +77,10 @@ def main() -> None:
     print(f"coverage on held-out halves ({a.seeds} seeds x 2 directions; rows summed)")
     print(f"{'metric':<11}{'load':<9}{'80% covered':>14}{'n':>6}{'95% covered':>14}{'n':>6}")
     for (m, ld), v in coverage_table(a.seeds):
-        c80, c95 = v[0.8], v[0.95]
-        print(f"{m:<11}{ld:<9}{c80[0] / max(c80[1], 1):>14.1%}{c80[1]:>6}{c95[0] / max(c95[1], 1):>14.1%}{c95[1]:>6}")
-    print("\nmedian relative half-width at 80 % (shipped model), per regime used")
+        cells = "".join((f"{c[0] / c[1]:>14.1%}" if c[1] else f"{'-':>14}") + f"{c[1]:>6}" for c in (v[0.8], v[0.95]))
+        print(f"{m:<11}{ld:<9}{cells}")
+    print("\nmedian relative half-width (hi - lo) / 2 at 80 % (shipped model) over the rows, per regime "
+          "the rows' intervals rest on")
     for k, n, w in widths():
         print(f"  {w:7.1%}  rows {n:>4}  {k}")
     job_cpu(True, 1)   # warm: imports, first compose
