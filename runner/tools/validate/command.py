@@ -140,6 +140,15 @@ def _intervals_only(args) -> dict:
     for p in paths:
         if not p.is_file():
             raise SpecError("--csv", str(p), "an existing CSV of measured points")
+    files = [d for d in args.intervals_from if d.endswith(".residuals.csv")]
+    if files:   # residuals written by an earlier --fit-intervals: refit from them, nothing composed
+        from runner.tools.validate.intervals import fit_residual_files
+
+        if len(files) != len(args.intervals_from):
+            raise SpecError("--intervals-from", args.intervals_from, "either folders or .residuals.csv files, not both")
+        out = fit_residual_files(files, paths, args.calibration, args.intervals_out)
+        print(f"wrote {out} (intervals from {', '.join(Path(f).name for f in files)})")
+        return {"out": out}
     configs = dict(_model_config(x) for x in args.model_config)
     cases = [c for p in paths for c in read_cases(p, configs)]
     pred = predictions_from(args.intervals_from)
@@ -187,7 +196,8 @@ def parser() -> argparse.ArgumentParser:
                          "(engine.uncertainty; written to --intervals-out)")
     ap.add_argument("--intervals-from", action="append", default=[], metavar="DIR",
                     help="fit the error model from earlier runs' DIR/table.csv (repeatable; rows from "
-                         "--csv), predicting nothing")
+                         "--csv), or from NAME.residuals.csv files an earlier --fit-intervals wrote; "
+                         "predicting nothing")
     ap.add_argument("--intervals-out", default="",
                     help="where the error model goes (default: the shipped engine/uncertainty/data/intervals.json)")
     ap.add_argument("--force", action="store_true")

@@ -104,3 +104,28 @@ def write_residuals(path: Path, ids, regs, res) -> Path:
         for i, g, r in zip(ids, regs, res):
             w.writerow([i, *(g[k] for k in FIELDS), f"{r:.6f}"])
     return path
+
+
+def fit_residual_files(files: list[str], paths: list[Path], calibration: str, out: str | None,
+                       min_rows: int = MIN_ROWS) -> Path:
+    """Refit from residual CSVs (``engine.uncertainty.residuals``) written by earlier
+    --fit-intervals runs, e.g. one per reference CSV; ``paths``: the reference CSVs, for the
+    provenance. Ids must be unique across the files."""
+    from engine.uncertainty import residuals
+
+    ids, regs, res = [], [], []
+    for f in files:
+        if not Path(f).is_file():
+            raise SpecError("--intervals-from", f, "an existing .residuals.csv file")
+        i, g, r = residuals.read(Path(f))
+        ids += i
+        regs += g
+        res += r
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise SpecError("--intervals-from", dup[0], "row ids unique across the residual files")
+    src = "simllm-validate --fit-intervals residuals " + ", ".join(Path(f).name for f in files)
+    em = fit(regs, res, min_rows=min_rows, provenance=provenance(paths, calibration, src, len(res)))
+    path = Path(out) if out else SHIPPED
+    write_residuals(residuals_path(path), ids, regs, res)
+    return em.save(path)
