@@ -78,7 +78,7 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 GROUPS = {
     "hardware": "hardware", "model": "model", "partition": "partition", "workload": "workload",
     "calibration": "calibration", "calibration/noise": "calibration-noise", "framework": "framework",
-    "engine": "engine", "tracking": "tracking", "paths": "paths", "plan": "plan",
+    "engine": "engine", "tracking": "tracking", "paths": "paths", "plan": "plan", "uncertainty": "uncertainty",
     "experiment": "experiment",
 }
 

@@ -125,6 +125,9 @@ def summary_line(cfg: DictConfig, s: dict, ident: dict | None = None) -> dict:
     for m in row_metrics(cfg.engine.name):   # engine.result.METRICS: labels, decimals, which engine
         v = s.get(m.name)
         row[m.label] = v if m.text or isinstance(v, bool) else _fmt(v, m.digits)
+        lo, hi = s.get(f"{m.name}_lo"), s.get(f"{m.name}_hi")
+        if lo is not None and hi is not None and not m.text and "serving" not in s:   # uncertainty.enabled: "169.00 (150.00-190.00)"
+            row[m.label] += f" ({_fmt(lo, m.digits)}-{_fmt(hi, m.digits)})"
     return row
 
 
@@ -194,6 +197,7 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     specs = specs_from_config(cfg)
     result = _engine(cfg.engine.name, cfg)(specs)
     result.assumptions.extend(sheet_assumptions(cfg))
+    result.assumptions.extend(intervals(cfg, specs, result.summary))
     ident = identity(resolved, overrides)
     meta = {"config_hash": chash, "engine": cfg.engine.name, "simllm_version": runner.__version__,
             "git_commit": git_commit(), "overrides": list(overrides), "job_uid": uuid.uuid4().hex,
@@ -216,6 +220,24 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
     if cfg.tracking.enabled:
         track_job_dir(cfg.tracking, job_dir, cfg=resolved, fresh=True)
     return result
+
+
+def intervals(cfg: DictConfig, specs, summary: dict) -> list:
+    """uncertainty.enabled: ``*_lo`` / ``*_hi`` of the headline metrics added to ``summary``
+    (runner.intervals) and the assumptions naming their regimes; nothing (no import) when off."""
+    unc = cfg.get("uncertainty")
+    if unc is None or not unc.enabled or summary.get("pareto_points") is not None:
+        return []
+    from engine.errors import SpecError
+    from runner.intervals import annotate
+
+    level = float(unc.level)
+    if not 0.0 < level < 1.0:
+        raise SpecError("uncertainty.level", level, "a probability strictly between 0 and 1 (e.g. 0.8)")
+    try:
+        return annotate(summary, specs, cfg.engine.name, level, unc.table)
+    except (FileNotFoundError, ValueError) as e:
+        raise SpecError("uncertainty.table", unc.table, str(e)) from None
 
 
 def sheet_assumptions(cfg: DictConfig) -> list:

@@ -110,6 +110,14 @@ class TrackingSchema:
 
 
 @dataclass
+class UncertaintySchema:
+    """Prediction intervals (conf/uncertainty/default.yaml; runner.intervals)."""
+    enabled: bool = True
+    level: float = 0.8
+    table: Optional[str] = None
+
+
+@dataclass
 class PathsSchema:
     """Data outside the project (conf/paths/default.yaml; resolved by runner.paths)."""
     shared_data: str = "../shared/data"
@@ -126,6 +134,7 @@ class ConfigSchema:
     engine: EngineSchema = field(default_factory=EngineSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     paths: PathsSchema = field(default_factory=PathsSchema)
+    uncertainty: UncertaintySchema = field(default_factory=UncertaintySchema)
     print_table: bool = True
     resume: bool = False
     #: simllm-plan's settings (conf/plan/, checked by engine.plan.spec.plan_spec); null otherwise
@@ -140,5 +149,6 @@ def register() -> None:
                         ("partition", PartitionSchema), ("workload", WorkloadSchema),
                         ("calibration", CalibrationSchema), ("framework", FrameworkSchema),
                         ("engine", EngineSchema),
-                        ("tracking", TrackingSchema), ("paths", PathsSchema)):
+                        ("tracking", TrackingSchema), ("paths", PathsSchema),
+                        ("uncertainty", UncertaintySchema)):
         cs.store(group=group, name=f"{group}_schema", node=node)

@@ -160,6 +160,9 @@ class PlanSpec:
     prune: bool = True
     bound_slack: float = 1.25
     wave: int = 0
+    #: > 0: also the rate met with probability >= confidence under the model's error
+    #: (engine.plan.confidence; runner.tools.plan); 0 = point rates only
+    confidence: float = 0.0
 
     def __post_init__(self):
         for f, cls in (("slo", SloSpec), ("rule", RuleSpec), ("search", SearchSpec), ("space", SpaceSpec)):
@@ -181,6 +184,8 @@ class PlanSpec:
         if not (isinstance(self.bound_slack, (int, float)) and self.bound_slack >= 1.0):
             raise SpecError("plan.bound_slack", self.bound_slack, "a factor >= 1")
         _pos("plan.wave", self.wave, integer=True, zero=True)
+        if not (isinstance(self.confidence, (int, float)) and 0.0 <= self.confidence < 1.0):
+            raise SpecError("plan.confidence", self.confidence, "0 (off) or a probability below 1, e.g. 0.9")
 
 
 def _tuples(v):

@@ -142,10 +142,42 @@ def search_candidate(cfg_dict: dict, guess: float, job_dir: Path) -> dict:
     if plan.target_rps > 0 and res.rate > 0:
         doc["target"] = verify_target(specs, on_run, plan, res.rate, n_floor=probe.n_floor)
         doc["des_runs"] += sum(t["runs"] for t in doc["target"]["tried"])
+    if plan.confidence and res.rate > 0:
+        doc["confident"] = confident_search(specs, plan, res.rate, cfg_dict, on_run)
+        doc["des_runs"] += doc["confident"]["des_runs"]
     doc["cpu_s"] = time.process_time() - cpu0
     doc["wall_s"] = time.time() - t0
     log.close()
     return doc
+
+
+def confident_search(specs, plan, point_rps: float, cfg_dict: dict, on_run) -> dict:
+    """plan.confidence = p: the rate met with probability >= p - the same search with every step
+    time x the upper factor of the TPOT interval at level p of the candidate's regime
+    (engine.plan.confidence, runner.intervals) - and the target's units at that rate."""
+    from engine.plan.confidence import slowed
+    from engine.plan.probe import Probe
+    from engine.plan.search import find_max_rate
+    from engine.uncertainty import regime_of
+    from runner.intervals import base_regime, model_for
+
+    p = plan.confidence
+    base = base_regime(specs, "des")
+    iv = model_for((cfg_dict.get("uncertainty") or {}).get("table")).interval(regime_of("tpot_ms_p50", **base), p)
+    if iv is None:
+        return {"rps": None, "factor": None, "regime": f"no regime of {base} has rows enough for {p:g}",
+                "des_runs": 0}
+    f = max(1.0, iv.hi_factor)
+    slow = slowed(specs, f)
+    probe = Probe(slow, plan.slo, plan.rule, on_run=on_run)
+    s = plan.search
+    res = find_max_rate(probe, point_rps / f, s.precision, s.step, s.min_rate, s.max_rate)
+    out = {"rps": res.rate, "factor": f, "regime": iv.regime, "rows": iv.n, "status": res.status,
+           "des_runs": res.runs}
+    if plan.target_rps > 0 and res.rate > 0:
+        out["target"] = verify_target(slow, on_run, plan, res.rate, n_floor=probe.n_floor)
+        out["des_runs"] += sum(t["runs"] for t in out["target"]["tried"])
+    return out
 
 
 def _trial_doc(t) -> dict:
@@ -436,6 +468,15 @@ def table_rows(doc: dict) -> list[dict]:
             if tgt:
                 row[f"GPUs for {tgt:g} req/s"] = (f"{r['gpus_for_target']}" +
                                                   ("" if r.get("target_verified", True) else " (unverified)"))
+            conf = r.get("confident")
+            if plan.get("confidence") and conf:   # plan.confidence: the rate met with probability >= p
+                pc = f"{plan['confidence']:.0%}"
+                row[f"req/s at {pc}"] = _f(conf.get("rps"), ".3g") + (f" (step x{conf['factor']:.2f})"
+                                                                     if conf.get("factor") else "")
+                if tgt:
+                    t = conf.get("target")
+                    row[f"GPUs for {tgt:g} req/s at {pc}"] = (
+                        "-" if not t else f"{t['units'] * c['devices']}" + ("" if t["verified"] else " (unverified)"))
         else:
             row = {"#": "-", **row}
             why = r.get("pruned") or ("error: " + r["error"] if r.get("error") else r.get("status", "infeasible"))
@@ -467,12 +508,16 @@ def target_line(doc: dict) -> str:
     cost = (f", USD {best['usd_per_hour_for_target']:.2f} per hour"
             if best.get("usd_per_hour_for_target") == best.get("usd_per_hour_for_target")
             and best.get("usd_per_hour_for_target") is not None else "")
+    ct = (best.get("confident") or {}).get("target")
+    at_p = (f" At {doc['plan']['confidence']:.0%} confidence (step times x {best['confident']['factor']:.2f}): "
+            f"{ct['units']} units = {ct['units'] * c['devices']} GPUs" + ("" if ct["verified"] else " (NOT verified)")
+            + "." if ct else "")
     return (f"{tgt:g} req/s: {t['units']} x {c['hardware']} {c['layout']} ({c['mode']}) = "
             f"{t['units'] * c['devices']} GPUs{cost}; " +
             (f"checked by a DES of {t['units'] * c['replicas']} replicas behind the router at {tgt:g} req/s: "
              f"p{q:g} TTFT {last['ttft_ms_q']:.0f} ms, p{q:g} TPOT {last['tpot_ms_q']:.1f} ms "
              f"({last['requests']} requests)" if t["verified"] else
-             f"NOT verified: the DES at {tgt:g} req/s still failed with {t['units']} units"))
+             f"NOT verified: the DES at {tgt:g} req/s still failed with {t['units']} units")) + at_p
 
 
 def markdown_table(rows: list[dict]) -> str:

@@ -107,11 +107,12 @@ def roofline(tables: dict[str, pl.DataFrame], labels: dict[str, str], path: Path
 
 
 def latency_vs(x: dict[str, float], series: dict[str, str], ttft: dict[str, tuple], tpot: dict[str, tuple],
-               xlabel: str, path: Path, title: str) -> Path | None:
+               xlabel: str, path: Path, title: str, bands: dict | None = None) -> Path | None:
     """TTFT and TPOT (p50 solid, p99 dashed when it differs) vs a numeric swept parameter or load.
 
     x: run -> x value; series: run -> series label (the other swept parameters);
-    ttft/tpot: run -> (p50 ms, p99 ms or None)."""
+    ttft/tpot: run -> (p50 ms, p99 ms or None); bands: {"ttft"|"tpot": run -> (lo, hi) ms} of the
+    p50's prediction interval (uncertainty.enabled), drawn shaded where every run of a series has one."""
     plt = _plt()
     runs = [r for r in x if r in ttft and ttft[r][0] is not None]
     if len(runs) < 2:
@@ -126,6 +127,10 @@ def latency_vs(x: dict[str, float], series: dict[str, str], ttft: dict[str, tupl
                         key=lambda r: x[r])
             xs = [x[r] for r in rs]
             ax.plot(xs, [data[r][0] for r in rs], "o-", color=colors[s], ms=ms, lw=max(2.5 - 0.6 * i, 1), label=f"{s} p50" if len(names) > 1 else "p50")
+            band = (bands or {}).get(what.lower(), {})
+            if rs and all(band.get(r, (None, None))[0] is not None for r in rs):
+                ax.fill_between(xs, [band[r][0] for r in rs], [band[r][1] for r in rs], color=colors[s],
+                                alpha=0.18, lw=0, label=f"{s} p50 interval" if len(names) > 1 else "p50 interval")
             p99 = [data[r][1] for r in rs]
             if any(p is not None and p != data[r][0] for p, r in zip(p99, rs)):
                 ax.plot(xs, p99, "v--", color=colors[s], ms=ms, label=f"{s} p99" if len(names) > 1 else "p99")

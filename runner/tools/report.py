@@ -301,10 +301,13 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
             xs = {r: v / one for r, v in xs.items()}
         xlabel = f"{short[xkey]}" + (f" ({unit})" if unit else "")
         name = "load.png" if load else "sensitivity.png"
+        bands = {w: {r: (rows[r].get(f"metrics.{w}_ms_p50_lo"), rows[r].get(f"metrics.{w}_ms_p50_hi"))
+                     for r in rows} for w in ("ttft", "tpot")}
         fig = plots.latency_vs(xs, series, lat["ttft"], lat["tpot"], xlabel, out / name,
-                               "p50 / p99 vs load" if load else f"Sensitivity to {short[xkey]}")
+                               "p50 / p99 vs load" if load else f"Sensitivity to {short[xkey]}", bands)
     sections.append(("p50 / p99 vs load" if load else "Latency vs swept parameter",
-                     (f"TTFT and TPOT vs `{xkey}` (p50 solid, p99 dashed where it differs)."
+                     (f"TTFT and TPOT vs `{xkey}` (p50 solid, p99 dashed where it differs; shaded: "
+                      "the p50's prediction interval where the runs have one)."
                       if fig else "Needs a numeric swept parameter with two or more values and "
                       "runs with TTFT/TPOT metrics."),
                      None, fig))

@@ -23,6 +23,8 @@ DESCRIPTION = "The ``simllm-validate`` console script: predicted vs published me
 def run(args) -> dict:
     from runner.tools.cli import Steps
 
+    if args.intervals_from:
+        return _intervals_only(args)
     names = ["reading the rows", *(["fitting"] if args.fit else []), "predicting",
              *(["half split"] if args.half_split else []), "writing the report",
              *([] if args.no_tracking else ["logging to MLflow"])]
@@ -79,6 +81,10 @@ def _run(args, steps) -> dict:
                 c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
     summary = summarize(cases)
     text = table_text(cases, summary)
+    if args.fit_intervals:
+        from runner.tools.validate.intervals import fit_and_write
+
+        print(f"wrote {fit_and_write(cases, runner, paths, args.calibration, f'simllm-validate des_scale={args.des_scale:g}', args.intervals_out)} (intervals)")
     if args.half_split:
         steps.step("half split")
     split = half_split(runner, cases, args) if args.half_split else None
@@ -125,6 +131,40 @@ def _run(args, steps) -> dict:
     return {"cases": cases, "summary": summary, "params": params, "out": out}
 
 
+def _intervals_only(args) -> dict:
+    """--intervals-from: the error model fitted from earlier runs' predictions, nothing predicted."""
+    from engine.errors import SpecError
+    from runner.tools.validate.intervals import fit_and_write, predictions_from
+
+    paths = [Path(p) for p in (args.csv or [DEFAULT_CSV])]
+    for p in paths:
+        if not p.is_file():
+            raise SpecError("--csv", str(p), "an existing CSV of measured points")
+    files = [d for d in args.intervals_from if d.endswith(".residuals.csv")]
+    if files:   # residuals written by an earlier --fit-intervals: refit from them, nothing composed
+        from runner.tools.validate.intervals import fit_residual_files
+
+        if len(files) != len(args.intervals_from):
+            raise SpecError("--intervals-from", args.intervals_from, "either folders or .residuals.csv files, not both")
+        out = fit_residual_files(files, paths, args.calibration, args.intervals_out)
+        print(f"wrote {out} (intervals from {', '.join(Path(f).name for f in files)})")
+        return {"out": out}
+    configs = dict(_model_config(x) for x in args.model_config)
+    cases = [c for p in paths for c in read_cases(p, configs)]
+    pred = predictions_from(args.intervals_from)
+    ids = {c.id for c in cases}
+    unknown = sorted(set(pred) - ids)
+    if unknown:
+        raise SpecError("--intervals-from", unknown[0], "a row id of the --csv files")
+    for c in cases:
+        c.predicted = pred.get(c.id, float("nan"))
+    runner = Runner(args.calibration, des_scale=args.des_scale, extra=args.set)
+    src = "simllm-validate table.csv of " + ", ".join(Path(d).name for d in args.intervals_from)
+    out = fit_and_write(cases, runner, paths, args.calibration, src, args.intervals_out)
+    print(f"wrote {out} (intervals from {sum(1 for c in cases if c.id in pred)} predicted rows)")
+    return {"cases": cases, "out": out}
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="simllm-validate", description=DESCRIPTION)
     ap.add_argument("--csv", action="append", default=[],
@@ -151,6 +191,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--fit-des-scale", type=positive_type, default=0.3,
                     help="--fit: DES request counts x this while fitting (the final table uses all; "
                          "client rows keep their run length)")
+    ap.add_argument("--fit-intervals", action="store_true",
+                    help="also fit the prediction-interval error model on the predicted rows "
+                         "(engine.uncertainty; written to --intervals-out)")
+    ap.add_argument("--intervals-from", action="append", default=[], metavar="DIR",
+                    help="fit the error model from earlier runs' DIR/table.csv (repeatable; rows from "
+                         "--csv), or from NAME.residuals.csv files an earlier --fit-intervals wrote; "
+                         "predicting nothing")
+    ap.add_argument("--intervals-out", default="",
+                    help="where the error model goes (default: the shipped engine/uncertainty/data/intervals.json)")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--conf-dir", default=str(CONF))
     ap.add_argument("--output-dir", default=str(ROOT / "outputs" / "validation"))
