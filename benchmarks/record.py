@@ -55,6 +55,17 @@ def _fmt(v, nd=3):
     return "" if v is None else f"{v:.{nd}f}"
 
 
+def scrub(path: Path) -> None:
+    """Rewrite a record without this machine's paths: the checkout as ``.``, the Python
+    environment as ``<env>``, the temporary folder as ``<tmp>`` (the figures are untouched)."""
+    import tempfile
+
+    text = path.read_text()
+    for old, new in ((str(HERE.parent), "."), (sys.prefix, "<env>"), (tempfile.gettempdir(), "<tmp>")):
+        text = text.replace(json.dumps(old)[1:-1], new)
+    path.write_text(text)
+
+
 def summary() -> str:
     """SUMMARY.md: one section per results/*.json (commit, time, machine, load, figures)."""
     out = ["# Recorded speed figures", "",
@@ -65,6 +76,7 @@ def summary() -> str:
            "it is above 0).", ""]
     for p in sorted(RESULTS.glob("*.json")):
         try:
+            scrub(p)
             d = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
