@@ -45,10 +45,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 # ---------------------------------------------------------------------------------------- memory
-def _status_kb(field: str) -> int | None:
-    """A ``Vm*`` field of /proc/self/status in KiB (None off Linux)."""
+def _status_kb(field: str, path: str = "/proc/self/status") -> int | None:
+    """A ``Vm*`` field of /proc/self/status (or a field of another /proc file such as
+    /proc/meminfo) in KiB (None off Linux)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -192,6 +193,28 @@ def measure_child(cmd: Sequence[str], reps: int = 5, cwd=None, env=None, warmup:
             "last": runs[-1]}
 
 
+def machine() -> dict:
+    """What the figures were measured on: processor model, logical CPUs, memory (GB), OS."""
+    cpu = platform.processor() or platform.machine()
+    mem_gb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        kb = _status_kb("MemTotal", "/proc/meminfo")
+        mem_gb = None if kb is None else round(kb * 1024 / 1e9, 1)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": mem_gb,
+            "os": f"{platform.system()} {platform.release()}"}
+
+
+def loadavg():
+    """The 1-, 5- and 15-minute load averages (None where the OS has none)."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
 def git_commit() -> str:
     try:
         sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -222,6 +245,7 @@ class Bench:
         self.parser.add_argument("--track-uri", default=None,
                                  help="MLflow tracking URI for --track (default: simllm's default store)")
         self.args = None
+        self.load_start = loadavg()      # the load when the benchmark began (and ``document``'s at its end)
 
     def parse_args(self, argv=None):
         self.args = self.parser.parse_args(argv)
@@ -278,7 +302,8 @@ class Bench:
         return {"benchmark": self.name, "git_commit": git_commit(),
                 "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "python": platform.python_version(), "machine": platform.machine(),
-                "cpus": os.cpu_count(), "loadavg": os.getloadavg() if hasattr(os, "getloadavg") else None,
+                "cpus": os.cpu_count(), "host": machine(), "loadavg_start": self.load_start,
+                "loadavg": loadavg(),
                 "argv": sys.argv[1:], "info": self.info, "rows": self.rows,
                 "process": {"cpu_s": process_cpu_s(), "peak_rss_mb": peak_rss_mb()}}
 

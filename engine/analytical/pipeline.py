@@ -100,12 +100,19 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
     )
 
 
-def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
+#: The outputs read from the roofline's prefill evaluation (a second one under kernel pricing).
+_PREFILL_ROOF_KEYS = ("prefill_compute_ms", "prefill_memory_ms", "prefill_comm_ms", "prefill_bound")
+
+
+def evaluate(specs: Specs, *, lean: bool = False, need=None, **overrides) -> dict:
     """All metrics of the analytical model for the specs, broadcast over any array ``overrides``.
 
     Returns a dict of numpy arrays (SI inside, units in the names). Points that do not fit in
     memory carry NaN latencies and throughputs and ``fits_in_memory = False``. ``lean`` skips
     B*, the FLOP/byte totals, C* search, speculative decoding and disaggregation (for big sweeps).
+    ``need`` (a collection of output names, None = all): under kernel pricing the roofline's
+    prefill pass (``_PREFILL_ROOF_KEYS``, what bounds the prefill) is evaluated only when one of
+    its outputs is needed; without it those keys are absent. No other number changes.
     """
     m, cal, opt = specs.model, specs.calibration, specs.analytical
     x = _axes(specs, overrides)
@@ -138,7 +145,9 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
     # what bounds a phase, B* and FLOP/byte are the roofline's physics whatever prices the pass
     sm_r = replace(sm, kern=None) if sm.kern is not None else sm
     if sm_r is not sm:
-        pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
+        pf_r = None
+        if need is None or any(k in need for k in _PREFILL_ROOF_KEYS):
+            pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
         dc_r = decode.tpot(sm_r, m, B, S, N, pp, opt.pp_microbatches)
     else:
         pf_r, dc_r = pf, dc
@@ -195,9 +204,6 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         interactivity_tok_s_per_user=nan_if_not_fit(1.0 / tpot_s),
         decode_throughput_tok_s_per_gpu=nan_if_not_fit(B * per_cycle / cyc_s / dev_rep),
         prefill_passes=pf["passes"],
-        prefill_compute_ms=pf_r["compute_s"] * 1e3, prefill_memory_ms=pf_r["memory_s"] * 1e3,
-        prefill_comm_ms=pf_r["comm_s"] * 1e3,
-        prefill_bound=_bound(pf_r["compute_s"], pf_r["memory_s"], pf_r["comm_s"]),
         decode_compute_ms=dc_r["compute_s"] * 1e3, decode_memory_ms=dc_r["memory_s"] * 1e3,
         decode_comm_ms=dc_r["comm_s"] * 1e3,
         decode_bound=_bound(dc_r["compute_s"], dc_r["memory_s"], dc_r["comm_s"]),
@@ -215,6 +221,10 @@ def evaluate(specs: Specs, *, lean: bool = False, **overrides) -> dict:
         power_prefill_w_per_gpu=nan_if_not_fit(pw_pf),
         devices=devices,
     )
+    if pf_r is not None:
+        out.update(prefill_compute_ms=pf_r["compute_s"] * 1e3, prefill_memory_ms=pf_r["memory_s"] * 1e3,
+                   prefill_comm_ms=pf_r["comm_s"] * 1e3,
+                   prefill_bound=_bound(pf_r["compute_s"], pf_r["memory_s"], pf_r["comm_s"]))
     if spec is not None:
         out.update(spec_expected_tokens=np.full_like(B, specdec.expected_tokens(sd.acceptance, sd.gamma)),
                    spec_tpot_ms=nan_if_not_fit(spec["tpot_s"] * 1e3),

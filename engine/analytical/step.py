@@ -195,13 +195,21 @@ class StepModel:
         (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
         + n per_token_overhead; dense, LM head and comm at ``graph_tokens`` (attention and
         per-token host costs at the real batch)."""
+        return self.pass_and_roof(T, n, LPp, LRp, LPd, Bd)[0]
+
+    def pass_and_roof(self, T, n, LPp, LRp, LPd, Bd):
+        """(``pass_time`` [s], its roof [s]): the roof is the sum of the operators'
+        max(compute, memory) before the communication and the host costs are added - the
+        roofline-busy part the DES's power model charges (engine.des.features.power). One
+        evaluation of the operators gives both."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)
-        t = (parallel.overlapped(self.roof(ops), self.comm_s(Tg), self.overlap)
+        roof = self.roof(ops)
+        t = (parallel.overlapped(roof, self.comm_s(Tg), self.overlap)
              + self.step_overhead_s + self.per_token_overhead_s * n
              + self.per_prefill_token_s * (T - Bd))
-        return t
+        return t, roof
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
         """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,

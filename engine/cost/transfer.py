@@ -35,7 +35,6 @@ compact tables; `fit_all` refits from the shipped tables (used by ``exclude``) i
 """
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from engine.cost import shapes
 from engine.cost.derive import GRIDS, PEAK_KEYS
@@ -226,6 +225,8 @@ def _fit_op(pts, with_x: bool):
         th = dict(zip(names, np.exp(x)))
         return np.log(op_time(th, Tc, Tb, sc, sb, sx)) - lt
 
+    from scipy.optimize import least_squares   # here: scipy.optimize costs ~0.1 CPU-s to import
+
     r = least_squares(res, _OP_X0[:k], bounds=(_OP_LO[:k], _OP_HI[:k]), loss="soft_l1", f_scale=0.2,
                       max_nfev=MAX_NFEV, ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL)
     return dict(zip(names, np.exp(r.x).tolist())), float(np.median(np.abs(r.fun)))
@@ -238,6 +239,8 @@ def _fit_comm(pts):
     def res(x):
         th = dict(zip(COMM_PARAMS, np.exp(x)))
         return np.log(comm_time(th, bus, n, link)) - lt
+
+    from scipy.optimize import least_squares
 
     r = least_squares(res, _COMM_X0, bounds=(_COMM_LO, _COMM_HI), loss="soft_l1", f_scale=0.2,
                       max_nfev=MAX_NFEV, ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL)

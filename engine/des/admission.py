@@ -48,7 +48,7 @@ class Admission:
     def prefilling(self) -> list:
         """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
         admission first."""
-        part = np.flatnonzero(self.pf[:self.n] > 0)
+        part = (self.pf[:self.n] > 0).nonzero()[0]
         if not len(part):
             return []
         part = part[np.argsort(self.adm[part], kind="stable")]
@@ -193,13 +193,13 @@ class Admission:
         """Reserve the next token's KV block for every decoding sequence, preempting newest
         first (``make_room``) when the pool lacks them; returns their slots, or None if none is
         decoding."""
-        didx = np.flatnonzero(self.pf[:self.n] == 0)
+        didx = (self.pf[:self.n] == 0).nonzero()[0]
         if not len(didx):
             return None
         need = self.need(didx, 1)
         if need > self.kv.avail():
             self.make_room(1)
-            didx = np.flatnonzero(self.pf[:self.n] == 0)
+            didx = (self.pf[:self.n] == 0).nonzero()[0]
             if not len(didx):
                 return None
             need = self.need(didx, 1)
@@ -224,7 +224,7 @@ class Admission:
         if fw.retract_decode_steps > 0:
             return self._retract(max(k, fw.retract_decode_steps))
         while self.n:
-            idx = np.flatnonzero(self.pf[:self.n] == 0)
+            idx = (self.pf[:self.n] == 0).nonzero()[0]
             if self.need(idx, k) <= self.kv.avail():
                 return
             self._preempt(int(np.argmax(self.adm[:self.n])))
@@ -236,7 +236,7 @@ class Admission:
         st = self.st
         retracted = False
         while self.n:
-            idx = np.flatnonzero(self.pf[:self.n] == 0)
+            idx = (self.pf[:self.n] == 0).nonzero()[0]
             if not len(idx) or self.need(idx, k) <= self.kv.avail():
                 break
             rids = self.rid[idx]

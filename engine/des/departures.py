@@ -39,7 +39,7 @@ class Departures:
         if not go.any():
             return
         st = self.st
-        idx = np.flatnonzero(go)
+        idx = go.nonzero()[0]
         rid = self.rid[idx]
         st.emitted[rid] = st.output[rid] - self.left[idx]
         st.last_token[rid] = self.last[idx]
@@ -47,7 +47,7 @@ class Departures:
         self.kv.give(int(self.blocks[idx].sum()))
         if self.kv.prefix is not None:
             self._unpin(idx)
-        keep = np.flatnonzero(~go)
+        keep = (~go).nonzero()[0]
         m = len(keep)
         self._ints[:, :m] = self._ints[:, keep]
         self.last[:m] = self.last[keep]
@@ -61,7 +61,7 @@ class Departures:
         if not n or self.left[:n].min() > 0:
             return ()
         done = self.left[:n] <= 0
-        idx = np.flatnonzero(done)
+        idx = done.nonzero()[0]
         rid = self.rid[idx]
         self.st.completion[rid] = t
         self.kv.give(int(self.blocks[idx].sum()))
@@ -69,7 +69,7 @@ class Departures:
             self._unpin(idx)
         m = n - len(idx)
         if m:
-            keep = np.flatnonzero(~done)
+            keep = (~done).nonzero()[0]
             self._ints[:, :m] = self._ints[:, keep]
             self.last[:m] = self.last[keep]
         self.n = m
@@ -79,7 +79,7 @@ class Departures:
         """Drop running request ``rid`` between iterations (an end-to-end deadline passed): its KV
         blocks freed and prefix entries unpinned and its slot compacted as a preemption does
         (``_remove``); not requeued. False if it is not running here."""
-        hit = np.flatnonzero(self.rid[:self.n] == rid)
+        hit = (self.rid[:self.n] == rid).nonzero()[0]
         if not hit.size:
             return False
         s = int(hit[0])

@@ -46,29 +46,48 @@ def probe_line(f, batch: float):
 
 
 def step_functions(sm: StepModel, noise: Noise | None):
-    """(one-iteration time, decode-run times) from the step model, with the noise hook."""
-    pass_time, chunk_positions, decode_positions = sm.pass_time, sm.chunk_positions, sm.decode_positions
+    """(one-iteration time, decode-run times) from the step model, with the noise hook. The
+    one-iteration function carries ``.roof``: the same iteration's roofline-busy seconds
+    (``StepModel.pass_and_roof``, before noise), read from the same memo, so an iteration priced
+    for its time and for its energy (engine.des.features.power) evaluates its operators once."""
+    pass_and_roof, chunk_positions, decode_positions = sm.pass_and_roof, sm.chunk_positions, sm.decode_positions
     lines: dict = {}
-    memo: dict = {}   # StepModel.pass_time is pure: repeated batch compositions (same prompt lengths) hit
+    memo: dict = {}   # StepModel.pass_and_roof is pure: repeated batch compositions (same prompt lengths) hit
+
+    def price(key, T, n, chunks, nd, dctx):
+        """(time, roof) of one iteration, memoised under ``key``."""
+        if len(memo) > 1_000_000:
+            memo.clear()
+        LPp = LRp = 0.0
+        for c, k in chunks:
+            p, r = chunk_positions(c, k)
+            LPp += p
+            LRp += r
+        x, b = pass_and_roof(float(T), float(n), LPp, LRp, decode_positions(nd, float(dctx)), float(nd))
+        v = memo[key] = (float(x), float(b))
+        return v
 
     def one(T, n, chunks, nd, dctx):
         """One iteration: T tokens, n logits, prefill ``chunks`` ((chunk, cached), ...), ``nd``
         decoding sequences attending ``dctx`` positions in all."""
         key = (T, n, chunks, nd, dctx)
-        x = memo.get(key)
-        if x is None:
-            if len(memo) > 1_000_000:
-                memo.clear()
-            LPp = LRp = 0.0
-            for c, k in chunks:
-                p, r = chunk_positions(c, k)
-                LPp += p
-                LRp += r
-            x = memo[key] = float(pass_time(float(T), float(n), LPp, LRp,
-                                            decode_positions(nd, float(dctx)), float(nd)))
+        v = memo.get(key)
+        if v is None:
+            v = price(key, T, n, chunks, nd, dctx)
+        x = v[0]
         if noise is not None:
             x = float(noise(np.array([x]))[0])
         return x
+
+    def roof(T, n, chunks, nd, dctx):
+        """The roofline-busy seconds of the iteration ``one`` prices (same arguments)."""
+        key = (T, n, chunks, nd, dctx)
+        v = memo.get(key)
+        if v is None:
+            v = price(key, T, n, chunks, nd, dctx)
+        return v[1]
+
+    one.roof = roof
 
     def run(B, p0, k):
         """Times of k decode steps of B sequences attending p0 + B j positions in all."""

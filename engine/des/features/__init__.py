@@ -32,7 +32,8 @@ def build(specs, des, sm, noise, reps, st) -> dict:
     roofs = None
     if tdp is not None:
         from engine.des.features.power import Power, roof_functions
-        roofs = roof_functions(sm)
+        # the iteration roofs from the step functions' memo (one pass evaluation for both)
+        roofs = roof_functions(sm, getattr(reps[0].step_time, "roof", None) if reps else None)
     tokens = None
     if des.outputs.token_times:
         from engine.des.features.token_times import TokenTimes

@@ -34,12 +34,12 @@ class PlainDecoding:
         n = rep.n
         bs = rep.bs
         kv = rep.kv
-        kmax = int(rep.left[:n].min())
-        if kmax > rep.max_run:
-            kmax = rep.max_run
+        lmin = int(rep.left[:n].min())     # the run ends at a completion when it takes lmin steps
+        kmax = lmin if lmin <= rep.max_run else rep.max_run
         pc = kv.prefix
+        ctx = rep.ctx[:n]
         # blocks each sequence holds at the end of k more steps: ceil((ctx + k - cached) / bs)
-        newb = (rep.ctx[:n] + (kmax + bs - 1) - rep.cached[:n]) // bs
+        newb = (ctx + (kmax + bs - 1) - rep.cached[:n]) // bs
         blk = rep.blocks[:n]
         if rep.reserves:
             need = int(np.maximum(newb - blk, 0).sum())
@@ -53,8 +53,10 @@ class PlainDecoding:
             if not n:
                 return rep.plan(t)
             blk = rep.blocks[:n]
-            own = rep.ctx[:n] - rep.cached[:n]
-            kmax = min(int(rep.left[:n].min()), rep.max_run)
+            ctx = rep.ctx[:n]
+            own = ctx - rep.cached[:n]
+            lmin = int(rep.left[:n].min())
+            kmax = min(lmin, rep.max_run)
             avail = kv.avail()
             lo, hi = 1, kmax + 1     # need(lo) fits, need(hi) does not
             while hi - lo > 1:
@@ -70,14 +72,14 @@ class PlainDecoding:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
         # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        p0 = float(rep.ctx[:n].sum() + n)
+        p0 = float(ctx.sum() + n)
         x = rep.step_times(n, p0, k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()
         x, busy, energy, pstate = rep.power.price_run(t, x, n, p0, k)
         cum = np.cumsum(x)
-        rep.run = DecodeRun(t, cum, k, kv.used, k == int(rep.left[:n].min()), x, None, busy,
+        rep.run = DecodeRun(t, cum, k, kv.used, k == lmin, x, None, busy,
                             energy, pstate)
         return t + float(cum[-1])
 

@@ -31,9 +31,11 @@ def roof_s(sm, T, n, LPp, LRp, LPd, Bd):
     return sm.roof(sm.operators(Tg, n + (Tg - T), *att))
 
 
-def roof_functions(sm):
+def roof_functions(sm, one_roof=None):
     """(one-iteration roof, decode-run roofs, decode-run roof line) with the step functions'
-    signatures (engine.des.pricing.step_functions): memoised per batch composition; a decode run's
+    signatures (engine.des.pricing.step_functions): memoised per batch composition (``one_roof``,
+    the step functions' ``.roof``, when given: the roof the iteration's time was priced with, from
+    the same memo, instead of a second evaluation of the pass); a decode run's
     roofs from a line in the attended positions when the probes prove it linear (convex
     piecewise-linear). ``line(B, p0, k)`` gives (a, b, p0, B) - step j's roof is a + b (p0 + B j),
     summed in closed form by ``busy_total`` - or the array of k roofs where no line holds."""
@@ -78,7 +80,7 @@ def roof_functions(sm):
             return (line[0], line[1], float(p0), float(B))
         return at(B, p0 + float(B) * np.arange(k, dtype=np.float64))
 
-    return one, run, line_of
+    return (one_roof if one_roof is not None else one), run, line_of
 
 
 def busy_total(busy, j: int) -> float:
