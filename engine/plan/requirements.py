@@ -265,6 +265,9 @@ def minimise(oracle: Oracle, axis: Axis, fixed: dict | None = None, start_fail: 
     res = AxisResult(axis, k, ka, verdicts)
     if k is not None and k > 0:
         res.below = oracle(pt(k - 1)) if (k - 1) >= ka else oracle.analytical(pt(k - 1))
+        if res.below.passed:      # k - 1 = the carried index: failed at a better value of another axis
+            res.below = Verdict(res.below.values, False, "monotone",
+                                "fails at a better value of the other axis (monotone)", res.below.estimate)
     return res
 
 

@@ -203,7 +203,11 @@ def search(cfg, req: dict, progress=None) -> dict:
         doc["elasticity_des_requests"] = n
         doc["elasticity_des_cpu_s"] = time.process_time() - t1
     doc["elasticity_step"], doc["optimistic"] = e["step"], e["optimistic"]
-    doc["transfer_error"] = _transfer_error(specs.framework.kernel_tables)
+    from engine.analytical.kernels import backend
+    from engine.cost import resolve
+
+    doc["cost_backend"] = resolve(backend(specs), specs.framework.kernel_tables, R.at(specs, {}).hardware)
+    doc["transfer_error"] = _transfer_error(specs.framework.kernel_tables) if doc["cost_backend"] == "transfer" else {}
     doc["plan"] = OmegaConf.to_container(cfg.plan, resolve=True)
     doc["model"], doc["workload"] = cfg.model.name, cfg.workload.name
     doc["partition"] = {"tp": specs.partition.tp, "pp": specs.partition.pp,
@@ -359,9 +363,12 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
              f"- time: search {doc['search_wall_s']:.1f} s wall / {doc['search_cpu_s']:.1f} CPU-s; total "
              f"{doc['figures']['wall_s']:.1f} s wall / {doc['figures']['cpu_s']:.1f} CPU-s; load average "
              f"{doc['figures']['load']}",
-             "- cost model: every point, the base included, priced by the transfer backend (curves fitted on the "
-             "measured chips applied to the point's spec figures); median |log error| of its fits: "
-             + ", ".join(f"{k} {v:.2f}" for k, v in doc["transfer_error"].items() if v is not None), "",
+             (f"- cost model: every point, the base included, priced by the transfer backend (curves fitted on the "
+              "measured chips applied to the point's spec figures); median |log error| of its fits: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in doc["transfer_error"].items() if v is not None)
+              if doc["cost_backend"] == "transfer" else
+              f"- cost model: the {doc['cost_backend']} backend at every point (the framework profile names no "
+              "kernel tables)"), "",
              "## Least value per axis", "", _table(axes_rows), ""]
     f = doc.get("frontier")
     if f:
