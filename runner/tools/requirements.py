@@ -266,16 +266,17 @@ def figure(doc: dict, chips: dict):
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
     xs, ys = f["x_values"], f["y_least"]
     pairs = sorted((x, y) for x, y in zip(xs, ys) if y is not None)
-    ytop = cy(f["y_hi"])
-    xmax = cx(max(xs))
+    xr = max([cx(max(xs))] + [cx(v[f["x"]]) for v in chips.values() if v.get(f["x"])]) * 1.05
+    yr = max([cy(f["y_hi"])] + [cy(v[f["y"]]) for v in chips.values() if v.get(f["y"])]) * 1.05
     if pairs:
-        # staircase: at x in [x_i, x_(i+1)) the least feasible y is y*(x_i) (monotone in x)
+        # staircase: at x in [x_i, x_(i+1)) the least feasible y is y*(x_i); beyond the searched
+        # box the region continues (monotone: more of either never fails)
         sx, sy = [], []
         for i, (x, y) in enumerate(pairs):
-            x_next = pairs[i + 1][0] if i + 1 < len(pairs) else max(xs)
-            sx += [cx(x), cx(x_next)]
+            x_next = cx(pairs[i + 1][0]) if i + 1 < len(pairs) else xr
+            sx += [cx(x), x_next]
             sy += [cy(y), cy(y)]
-        ax.fill_between(sx, sy, [ytop] * len(sy), color="tab:green", alpha=0.18, step=None,
+        ax.fill_between(sx, sy, [yr] * len(sy), color="tab:green", alpha=0.18,
                         label="meets the SLOs (verified staircase)")
         ax.plot(sx, sy, "-", color="tab:green", lw=1.5)
         nd = [p for p in f["points"] if not p["dominated"]]
@@ -284,7 +285,7 @@ def figure(doc: dict, chips: dict):
         for p in nd:
             ax.annotate(p["binding"][:18], (cx(p["x"]), cy(p["y"])), textcoords="offset points",
                         xytext=(4, -10), fontsize=6, color="0.3")
-    for i, (name, v) in enumerate(chips.items()):
+    for name, v in chips.items():
         x, y = v.get(f["x"]), v.get(f["y"])
         if x is None or y is None:
             continue
@@ -293,10 +294,8 @@ def figure(doc: dict, chips: dict):
                    color="tab:red" if base else "tab:blue", zorder=5, edgecolor="k", lw=0.5)
         ax.annotate(name + (" (base)" if base else ""), (cx(x), cy(y)), textcoords="offset points",
                     xytext=(5, 4), fontsize=7)
-    ax.set_xlim(cx(min(xs)) * 0.95, max(xmax, max((cx(v[f["x"]]) for v in chips.values() if v.get(f["x"])),
-                                                  default=xmax)) * 1.05)
-    ax.set_ylim(cy(f["y_lo"]) * 0.95, max(ytop, max((cy(v[f["y"]]) for v in chips.values() if v.get(f["y"])),
-                                                    default=ytop)) * 1.05)
+    ax.set_xlim(cx(min(xs)) * 0.95, xr)
+    ax.set_ylim(cy(f["y_lo"]) * 0.95, yr)
     ax.set_xlabel(f"{f['x']} [{ux}]")
     ax.set_ylabel(f"{f['y']} [{uy}]")
     s = doc["plan"]["slo"]
