@@ -303,7 +303,8 @@ def figure(doc: dict, chips: dict):
                  f"p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms, TPOT <= {s['tpot_ms']:g} ms\n"
                  f"other fields at {doc['base']}; known chips placed by these two fields only", fontsize=8)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
     return fig
 
 
