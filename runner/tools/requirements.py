@@ -38,7 +38,7 @@ from engine.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEYS = ("rate_rps", "axes", "precision", "frontier", "frontier_points", "known_chips", "elasticity",
-              "bound_slack")
+              "bound_slack", "sheet")
 ELASTICITY_KEYS = ("step", "optimistic", "fields", "des", "des_requests")
 
 
@@ -102,7 +102,10 @@ def parse(node: dict) -> dict:
     dn = el.get("des_requests", 0)
     if not (isinstance(dn, int) and not isinstance(dn, bool) and (dn == 0 or dn >= 50)):
         raise SpecError(f"{g}.elasticity.des_requests", dn, "0 (the rule's requests) or an integer >= 50")
-    return {"rate_rps": float(rate), "precision": float(p), "axes": axes, "frontier": front,
+    sheet = node.get("sheet") or ""
+    if sheet and not Path(sheet).is_file():
+        raise SpecError(f"{g}.sheet", sheet, "a spec-sheet CSV file (conf/hardware/sheets/*.csv format)")
+    return {"sheet": str(sheet), "rate_rps": float(rate), "precision": float(p), "axes": axes, "frontier": front,
             "frontier_points": npts, "known_chips": list(node.get("known_chips") or []),
             "bound_slack": float(slack),
             "elasticity": {"step": float(step), "optimistic": float(opt), "fields": list(el.get("fields") or []),
@@ -140,7 +143,11 @@ def search(cfg, req: dict, progress=None) -> dict:
     from runner.convert import specs_from_config
 
     plan = plan_spec(OmegaConf.to_container(cfg.plan, resolve=True))
-    specs = deployment(specs_from_config(cfg))[0]
+    specs = specs_from_config(cfg)
+    sheet = base_sheet(req, cfg.hardware.name)
+    if req["sheet"]:                       # the base chip is the sheet's (its own name and figures)
+        specs = replace(specs, hardware=sheet.hardware_spec())
+    specs = deployment(specs)[0]
     st = build_stream(replace(specs.workload, num_requests=plan.rule.max_requests))
     lengths = bound.Lengths(st.prompt, st.output)
     cpu0, t0 = time.process_time(), time.time()
@@ -190,6 +197,25 @@ def search(cfg, req: dict, progress=None) -> dict:
     doc["elasticity_analytical"] = R.elasticities(lambda s: R.analytical_metrics(s, lengths, plan.slo), specs,
                                                   keys, e["step"], e["optimistic"])
     doc["elasticity_analytical_cpu_s"] = time.process_time() - t1
+    des_rate = req["rate_rps"]
+    if e["des"] and not base_v.passed:
+        # at a rate the base cannot serve the queue grows without bound and the DES latencies
+        # measure the run's length, not the chip: the DES elasticities are taken at the base's own
+        # capacity instead (the plan's rate search on the base chip, engine.plan.search)
+        from engine.plan.probe import Probe
+        from engine.plan.search import find_max_rate
+
+        est = base_v.estimate.rate_rps if base_v.estimate is not None and base_v.estimate.rate_rps else 1.0
+        sp = plan.search
+        pr = Probe(R.at(specs, {}), plan.slo, plan.rule,
+                   on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
+        found = find_max_rate(pr, est * sp.initial_ratio, sp.precision, sp.step, sp.min_rate, sp.max_rate)
+        doc["base_capacity"] = {"max_rps": found.rate, "fail_rps": found.hi if math.isfinite(found.hi) else None,
+                                "status": found.status, "des_runs": found.runs, "estimate_rps": est}
+        if found.rate > 0:
+            des_rate = found.rate
+        else:
+            e = {**e, "des": False}
     if e["des"]:
         n = e["des_requests"] or plan.rule.requests
         t1 = time.process_time()
@@ -197,10 +223,11 @@ def search(cfg, req: dict, progress=None) -> dict:
         def des_fn(s):
             if progress:
                 progress("des", 1)
-            return R.des_metrics(s, req["rate_rps"], n, plan.rule.warmup_fraction)
+            return R.des_metrics(s, des_rate, n, plan.rule.warmup_fraction)
 
         doc["elasticity_des"] = R.elasticities(des_fn, specs, keys, e["step"], e["optimistic"])
         doc["elasticity_des_requests"] = n
+        doc["elasticity_des_rate_rps"] = des_rate
         doc["elasticity_des_cpu_s"] = time.process_time() - t1
     doc["elasticity_step"], doc["optimistic"] = e["step"], e["optimistic"]
     from engine.analytical.kernels import backend
@@ -208,6 +235,7 @@ def search(cfg, req: dict, progress=None) -> dict:
 
     doc["cost_backend"] = resolve(backend(specs), specs.framework.kernel_tables, R.at(specs, {}).hardware)
     doc["transfer_error"] = _transfer_error(specs.framework.kernel_tables) if doc["cost_backend"] == "transfer" else {}
+    doc["sheet_rows"] = sheet_rows(sheet, specs.hardware, list(req["axes"]) + keys)
     doc["plan"] = OmegaConf.to_container(cfg.plan, resolve=True)
     doc["model"], doc["workload"] = cfg.model.name, cfg.workload.name
     doc["partition"] = {"tp": specs.partition.tp, "pp": specs.partition.pp,
@@ -223,6 +251,33 @@ def _verdict_doc(v) -> dict:
             "runs": v.trial.runs if v.trial is not None else 0,
             "estimate_rps": v.estimate.rate_rps if v.estimate is not None else None,
             **{k: m.get(k) for k in ("ttft_ms_q", "tpot_ms_q", "ttft_ms_p50", "tpot_ms_p50", "throughput_tok_s")}}
+
+
+def base_sheet(req: dict, option: str):
+    """The spec sheet the base chip rests on: ``plan.requirements.sheet``, else the conf/hardware
+    option's own sheet (conf/hardware/sheets/OPTION.csv) where there is one; None otherwise."""
+    from engine.ingest.hwcsv import read_sheet
+
+    path = req["sheet"] or ROOT / "conf" / "hardware" / "sheets" / f"{option}.csv"
+    if not Path(path).is_file():
+        return None
+    return read_sheet(path, Path(path).stem if req["sheet"] else option)
+
+
+def sheet_rows(sheet, hw, keys) -> list[dict]:
+    """Per hardware key the answer uses: the value used, the sheet's figure and its provenance
+    (source and line, the comment simllm-import writes), or 'not on the sheet'."""
+    from engine.plan.requirements import axis_fields
+
+    out = []
+    for k in dict.fromkeys(keys):
+        used = getattr(hw, axis_fields()[k][0])
+        e = sheet.entries.get(k) if sheet is not None else None
+        out.append({"key": k, "used": _fmt(k, used) if used is not None else "-",
+                    "sheet": e.display if e is not None else "-",
+                    "source": (e.comment if e is not None else
+                               ("not on the sheet" if sheet is not None else "no sheet"))})
+    return out
 
 
 def known_chips(overrides: list[str], names: list[str]) -> dict:
@@ -405,8 +460,14 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
               f"{doc['elasticity_analytical_cpu_s']:.1f} CPU-s):", "",
               _table(_el_rows(doc["elasticity_analytical"], ["capacity_rps", "ttft_ms_p50", "tpot_ms_p50"],
                               "capacity_rps", opt)), ""]
+    bc = doc.get("base_capacity")
+    if bc:
+        lines += [f"The base chip misses the SLOs at {doc['rate_rps']:g} req/s; its own capacity (the plan's rate "
+                  f"search, DES): {bc['max_rps']:.3g} req/s passes, {bc['fail_rps'] or float('inf'):.3g} req/s fails "
+                  f"({bc['des_runs']} DES runs; analytical estimate {bc['estimate_rps']:.3g} req/s). The DES "
+                  "elasticities below are taken there.", ""]
     if doc.get("elasticity_des") is not None:
-        lines += [f"DES at {doc['rate_rps']:g} req/s, {doc['elasticity_des_requests']} requests, the same seeded "
+        lines += [f"DES at {doc['elasticity_des_rate_rps']:.3g} req/s, {doc['elasticity_des_requests']} requests, the same seeded "
                   f"stream at every point (common random numbers; {doc['elasticity_des_cpu_s']:.1f} CPU-s):", "",
                   _table(_el_rows(doc["elasticity_des"], ["ttft_ms_p99", "tpot_ms_p99", "ttft_ms_p50", "tpot_ms_p50"],
                                   "ttft_ms_p99", opt)), ""]
@@ -417,6 +478,10 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
     if rows:
         paths["elasticity_csv"] = out_dir / f"{name}_elasticity.csv"
         pl.DataFrame(rows, infer_schema_length=None).write_csv(paths["elasticity_csv"])
+    if doc.get("sheet_rows"):
+        lines += ["## Sheet rows the answer rests on", "",
+                  _table([{"field": r["key"], "value used": r["used"], "sheet": r["sheet"],
+                           "source": r["source"][:160]} for r in doc["sheet_rows"]]), ""]
     lines += ["Where monotonicity may not hold: HBM capacity acts in whole KV blocks (steps); verdicts decided "
               "by a percentile's point estimate near the SLO; discrete scheduler changes. The search assumes it "
               "(engine/plan/requirements.py).", ""]
