@@ -353,6 +353,46 @@ def analytical_metrics(specs: Specs, lengths: bound.Lengths, slo: SloSpec) -> di
             "capacity_rps": e.rate_rps}
 
 
+#: HardwareSpec fields the analytical pipeline sweeps as arrays (engine.analytical.pipeline.GRID_AXES).
+_GRID_FIELDS = {"hbm_bandwidth_bytes_s": "hbm_bandwidth_bytes_s", "hbm_capacity_bytes": "hbm_capacity_bytes"}
+
+
+def analytical_metrics_grid(specs: Specs, lengths: bound.Lengths, slo: SloSpec, key: str, values) -> list | None:
+    """``analytical_metrics`` at every value of hardware ``key`` in one vectorised pass of the
+    analytical pipeline (engine.analytical.pipeline.evaluate with the field as an array axis),
+    where the pipeline allows it: roofline pricing (measured/transfer kernels describe one chip
+    as it is) and a field it sweeps (HBM bandwidth, HBM capacity, the model's math-precision
+    peak). The swept axis value is the base one x value / base value, so a sheet's sparse -> dense
+    factor stays applied. The capacity estimate (bound.estimate) is evaluated per value. None when
+    not vectorisable (the caller then runs point by point)."""
+    from engine.analytical.kernels import backend
+    from engine.analytical.pipeline import evaluate
+    from engine.cost import resolve
+
+    s0 = at(specs, {})
+    if resolve(backend(s0), s0.framework.kernel_tables, s0.hardware) != "roofline":
+        return None
+    name = axis_fields()[key][0]
+    hw = s0.hardware
+    v0 = getattr(hw, name)
+    ratios = np.asarray(values, dtype=float) / v0
+    if name in _GRID_FIELDS:
+        kw = {_GRID_FIELDS[name]: v0 * ratios}
+    elif name == f"peak_flops_{s0.model.math_dtype}":
+        kw = {"peak_flops_s": hw.peak_flops(s0.model.math_dtype) * ratios}
+    else:
+        return None
+    r = evaluate(s0, **kw)
+    out = []
+    for i, v in enumerate(values):
+        e = bound.estimate(at(specs, {name: float(v)}), lengths, slo.percentile / 100.0, slo.ttft_ms, slo.tpot_ms)
+        g = {k: float(np.asarray(r[k], dtype=float).reshape(-1)[i]) for k in ("ttft_ms", "tpot_ms", "throughput_tok_s")}
+        out.append({"ttft_ms_p50": g["ttft_ms"], "ttft_ms_p99": g["ttft_ms"], "tpot_ms_p50": g["tpot_ms"],
+                    "tpot_ms_p99": g["tpot_ms"], "throughput_tok_s": g["throughput_tok_s"],
+                    "capacity_rps": e.rate_rps})
+    return out
+
+
 def des_metrics(specs: Specs, rate_rps: float, requests: int, warmup_fraction: float) -> dict:
     """p50/p99 TTFT and TPOT of one DES run at ``rate_rps`` over the measured requests (the first
     ``warmup_fraction`` of the span cut). The stream is the workload's own, drawn with its seed:
@@ -377,11 +417,14 @@ def des_metrics(specs: Specs, rate_rps: float, requests: int, warmup_fraction: f
     return out
 
 
-def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: float = 0.10) -> list[dict]:
+def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: float = 0.10,
+                 grid_fn=None) -> list[dict]:
     """Per hardware key (present on the base chip): the metrics at the base, at spec x (1 +- h)
     and at the ``optimistic`` what-if (``optimistic_factor``), every metric's elasticity and its
     change if the figure is that optimistic. ``metric_fn(specs) -> dict``; every point is priced
-    as a what-if chip (``at``), the base included, so all differences are of one cost model."""
+    as a what-if chip (``at``), the base included, so all differences are of one cost model. ``grid_fn(specs, key, values) -> [metrics] | None``:
+    the three what-if points of one key in one vectorised call where it can (None: point by point);
+    each row says which (``vectorised``)."""
     fields = axis_fields()
     base_vals = metric_fn(at(specs, {}))
     rows = []
@@ -392,10 +435,10 @@ def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: flo
         v0 = getattr(specs.hardware, name)
         if v0 is None or v0 == 0:
             continue
-        lo = metric_fn(at(specs, {name: v0 * (1 - h)}))
-        hi = metric_fn(at(specs, {name: v0 * (1 + h)}))
-        op = metric_fn(at(specs, {name: v0 * optimistic_factor(key, optimistic)}))
-        row = {"key": key, "base_value": v0}
+        vals = [v0 * (1 - h), v0 * (1 + h), v0 * optimistic_factor(key, optimistic)]
+        got = grid_fn(specs, key, vals) if grid_fn is not None else None
+        lo, hi, op = got if got is not None else [metric_fn(at(specs, {name: v})) for v in vals]
+        row = {"key": key, "base_value": v0, "vectorised": got is not None}
         for m, b in base_vals.items():
             row[f"{m}"] = b
             row[f"e_{m}"] = elasticity(lo[m], hi[m], h)

@@ -194,8 +194,9 @@ def search(cfg, req: dict, progress=None) -> dict:
                                        "scaleup_latency", "host_bandwidth")
                            if getattr(hw, R.axis_fields()[k][0]) not in (None, 0)]
     t1 = time.process_time()
-    doc["elasticity_analytical"] = R.elasticities(lambda s: R.analytical_metrics(s, lengths, plan.slo), specs,
-                                                  keys, e["step"], e["optimistic"])
+    doc["elasticity_analytical"] = R.elasticities(
+        lambda s: R.analytical_metrics(s, lengths, plan.slo), specs, keys, e["step"], e["optimistic"],
+        grid_fn=lambda s, k, v: R.analytical_metrics_grid(s, lengths, plan.slo, k, v))
     doc["elasticity_analytical_cpu_s"] = time.process_time() - t1
     des_rate = req["rate_rps"]
     if e["des"] and not base_v.passed:

@@ -161,3 +161,18 @@ def test_cli_bad_axis_exits_2(tmp_path, capsys):
     assert rc == 2
     assert "plan.requirements.axes.hbm_capacity" in capsys.readouterr().err
     assert not (tmp_path / "x" / "requirements.json").exists()
+
+
+def test_vectorised_analytical_equals_point_by_point(cfg_of):
+    """Roofline pricing (framework=generic): the elasticities of HBM bandwidth and BF16 peak from
+    one vectorised pipeline pass equal those from separate runs per what-if chip (the same
+    formulas, evaluated on arrays vs scalars)."""
+    specs, plan, L = _setup(cfg_of)
+    keys = ["hbm_bandwidth", "peak_bf16"]
+    vec = R.elasticities(lambda s: R.analytical_metrics(s, L, plan.slo), specs, keys,
+                         grid_fn=lambda s, k, v: R.analytical_metrics_grid(s, L, plan.slo, k, v))
+    loop = R.elasticities(lambda s: R.analytical_metrics(s, L, plan.slo), specs, keys)
+    assert all(r["vectorised"] for r in vec) and not any(r["vectorised"] for r in loop)
+    for a, b in zip(vec, loop):
+        for k in ("e_ttft_ms_p50", "e_tpot_ms_p50", "e_capacity_rps", "opt_capacity_rps_pct"):
+            assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), (a["key"], k)
