@@ -12,7 +12,9 @@ Pure search logic, no Hydra or MLflow (runner/tools/plan.py composes, launches a
 - ``auto_tp`` the TP degree of a deployment that does not state it (weights leave half of HBM);
 - ``search`` bracketing + geometric bisection on the arrival rate to a stated precision, and the
              brute-force grid it is checked against;
-- ``rank``   cost, energy, replicas for a target rate, the Pareto frontier and the ranking.
+- ``rank``   cost, energy, replicas for a target rate, the Pareto frontier and the ranking;
+- ``requirements`` the inverse question: the least spec-sheet figures (per axis, and the frontier
+             of two) meeting the SLOs at a target rate, and the spec elasticities.
 """
 
 from engine.plan.spec import PlanSpec, SloSpec, RuleSpec, SpaceSpec

@@ -203,9 +203,10 @@ def _build(cls, d: dict, group: str):
 
 
 def plan_spec(d: dict) -> PlanSpec:
-    """PlanSpec from a plain mapping (the composed ``plan`` node); ``name`` ignored; unknown
+    """PlanSpec from a plain mapping (the composed ``plan`` node); ``name`` and ``requirements``
+    (the spec-requirements question, checked by runner.tools.requirements) ignored; unknown
     keys are errors naming them."""
-    d = {k: v for k, v in dict(d).items() if k != "name"}
+    d = {k: v for k, v in dict(d).items() if k not in ("name", "requirements")}   # requirements: runner.tools.requirements
     known = {f.name for f in fields(PlanSpec)}
     for k in d:
         if k not in known:

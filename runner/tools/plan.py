@@ -727,6 +727,10 @@ def main(argv: list[str] | None = None) -> int:
     parent, uri, exp_id = None, None, None
     try:
         base = _compose(conf)
+        if base.plan.get("requirements"):       # the spec-sheet question (runner/tools/requirements.py)
+            from runner.tools.requirements import run as requirements
+
+            return requirements(base, conf, out, command, quiet=a.quiet, study=a.study)
         from engine.plan.spec import plan_spec
 
         plan_spec(OmegaConf.to_container(base.plan, resolve=True))   # bad input: stop before any run

@@ -1,0 +1,584 @@
+"""``simllm-plan`` with ``plan.requirements``: the smallest spec-sheet figures that serve a target
+rate within the SLOs, the frontier of two of them, and the spec elasticities (engine.plan.requirements).
+
+    simllm-plan experiment=requirements_l70b
+    simllm-plan plan=requirements engine=des workload=azure_conv model=llama_3_1_8b partition.tp=1 \\
+        plan.requirements.rate_rps=5 'plan.requirements.axes={hbm_bandwidth:{lo:1 TB/s,hi:6 TB/s}}'
+
+1. Compose (the plan's overrides); the base chip is the composed ``hardware`` (any conf/hardware
+   option plus ``hardware.*`` overrides, or a YAML imported from a spec sheet by simllm-import
+   hwcsv); axis ranges and values are unit strings converted by runner.units (pint).
+2. Per axis: the least value meeting the SLOs at ``rate_rps`` (others at the base chip's), by
+   analytical pruning then DES bisection under the plan's stability rule. The frontier of
+   ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values.
+3. Elasticities d log(metric) / d log(spec) by central differences at +-``elasticity.step``:
+   analytical engine metrics and capacity estimate; DES p50/p99 TTFT/TPOT at the target rate
+   with the same seeded stream at every point (common random numbers); the ranked "if this
+   figure is 10 % optimistic" table.
+4. ``requirements.md`` / ``.json`` / ``*.csv`` / ``.png`` in ``--out`` (and ``--study``); an MLflow
+   parent run with a child run per DES-verified spec point.
+
+Every spec point, the base chip's included, is priced as a what-if chip by the transfer backend
+(hardware.kernel_tables = ""), so differences along an axis are of one cost model; its stated
+error (the transfer fits' median |log error|) is in the report.
+"""
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from engine.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN_KEYS = ("rate_rps", "axes", "precision", "frontier", "frontier_points", "known_chips", "elasticity",
+              "bound_slack", "sheet")
+ELASTICITY_KEYS = ("step", "optimistic", "fields", "des", "des_requests")
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def parse(node: dict) -> dict:
+    """The ``plan.requirements`` node -> a checked dict in SI units (axes as engine Axis)."""
+    from engine.plan.requirements import axis_fields, geometric_axis, list_axis
+    from runner.units import to_si
+
+    g = "plan.requirements"
+    node = dict(node or {})
+    for k in node:
+        if k not in KNOWN_KEYS:
+            raise SpecError(f"{g}.{k}", node[k], "a known key (" + ", ".join(KNOWN_KEYS) + ")")
+    rate = node.get("rate_rps")
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
+        raise SpecError(f"{g}.rate_rps", rate, "a positive request rate in req/s")
+    p = node.get("precision", 0.05)
+    if not (isinstance(p, (int, float)) and 0.005 <= p <= 0.5):
+        raise SpecError(f"{g}.precision", p, "a relative grid step in [0.005, 0.5]")
+    fields = axis_fields()
+    axes = {}
+    for key, a in dict(node.get("axes") or {}).items():
+        if key not in fields:
+            raise SpecError(f"{g}.axes", key, "a hardware key among " + ", ".join(fields))
+        unit = fields[key][1]
+        a = dict(a or {})
+        if "values" in a:
+            vals = [to_si(f"{g}.axes.{key}.values", v, unit) for v in a["values"] or []]
+            axes[key] = list_axis(key, vals)
+        elif "lo" in a and "hi" in a:
+            axes[key] = geometric_axis(key, to_si(f"{g}.axes.{key}.lo", a["lo"], unit),
+                                       to_si(f"{g}.axes.{key}.hi", a["hi"], unit), float(p))
+        else:
+            raise SpecError(f"{g}.axes.{key}", a, "{lo: ..., hi: ...} (a range) or {values: [...]} (a list)")
+    if not axes:
+        raise SpecError(f"{g}.axes", node.get("axes"), "at least one hardware axis, e.g. {hbm_bandwidth: {lo: 1 TB/s, hi: 8 TB/s}}")
+    front = list(node.get("frontier") or [])
+    if front and (len(front) != 2 or any(k not in axes for k in front) or front[0] == front[1]):
+        raise SpecError(f"{g}.frontier", front, "two different keys of plan.requirements.axes (or [])")
+    npts = node.get("frontier_points", 6)
+    if not (isinstance(npts, int) and not isinstance(npts, bool) and npts >= 2):
+        raise SpecError(f"{g}.frontier_points", npts, "an integer >= 2")
+    slack = node.get("bound_slack", 1.25)
+    if not (isinstance(slack, (int, float)) and slack >= 1.0):
+        raise SpecError(f"{g}.bound_slack", slack, "a factor >= 1")
+    el = dict(node.get("elasticity") or {})
+    for k in el:
+        if k not in ELASTICITY_KEYS:
+            raise SpecError(f"{g}.elasticity.{k}", el[k], "a known key (" + ", ".join(ELASTICITY_KEYS) + ")")
+    step = el.get("step", 0.05)
+    if not (isinstance(step, (int, float)) and 0.001 <= step <= 0.3):
+        raise SpecError(f"{g}.elasticity.step", step, "a relative step in [0.001, 0.3]")
+    opt = el.get("optimistic", 0.10)
+    if not (isinstance(opt, (int, float)) and 0.0 < opt < 0.9):
+        raise SpecError(f"{g}.elasticity.optimistic", opt, "a fraction in (0, 0.9)")
+    for k in el.get("fields") or []:
+        if k not in fields:
+            raise SpecError(f"{g}.elasticity.fields", k, "a hardware key among " + ", ".join(fields))
+    dn = el.get("des_requests", 0)
+    if not (isinstance(dn, int) and not isinstance(dn, bool) and (dn == 0 or dn >= 50)):
+        raise SpecError(f"{g}.elasticity.des_requests", dn, "0 (the rule's requests) or an integer >= 50")
+    sheet = node.get("sheet") or ""
+    if sheet and not Path(sheet).is_file():
+        raise SpecError(f"{g}.sheet", sheet, "a spec-sheet CSV file (conf/hardware/sheets/*.csv format)")
+    return {"sheet": str(sheet), "rate_rps": float(rate), "precision": float(p), "axes": axes, "frontier": front,
+            "frontier_points": npts, "known_chips": list(node.get("known_chips") or []),
+            "bound_slack": float(slack),
+            "elasticity": {"step": float(step), "optimistic": float(opt), "fields": list(el.get("fields") or []),
+                           "des": bool(el.get("des", True)), "des_requests": int(dn)}}
+
+
+def _fmt(key: str, v) -> str:
+    """An SI value in the key's config unit, e.g. 3.35e12 -> '3.35 TB/s'."""
+    from engine.plan.requirements import axis_fields
+    from runner.units import from_si
+
+    if v is None:
+        return "-"
+    unit = axis_fields()[key][1]
+    return f"{from_si(v, unit):.4g} {unit}"
+
+
+def _transfer_error(framework_tables: str) -> dict:
+    """The transfer fits' median |log error| per op class (engine/cost/data/transfer.json)."""
+    from engine.cost.model import shipped_fits
+
+    fits = shipped_fits()["fits"].get(framework_tables, {})
+    return {k: v.get("median_abs_log_error") for k, v in fits.items()}
+
+
+# ----------------------------------------------------------------------------- the search
+
+def search(cfg, req: dict, progress=None) -> dict:
+    """Axis minima, frontier, elasticities for the composed ``cfg`` (a DES config with a plan)."""
+    from engine.des.config import deployment
+    from engine.des.workload import build_stream
+    from engine.plan import bound
+    from engine.plan import requirements as R
+    from engine.plan.spec import plan_spec
+    from runner.convert import specs_from_config
+
+    plan = plan_spec(OmegaConf.to_container(cfg.plan, resolve=True))
+    specs = specs_from_config(cfg)
+    sheet = base_sheet(req, cfg.hardware.name)
+    if req["sheet"]:                       # the base chip is the sheet's (its own name and figures)
+        specs = replace(specs, hardware=sheet.hardware_spec())
+    specs = deployment(specs)[0]
+    st = build_stream(replace(specs.workload, num_requests=plan.rule.max_requests))
+    lengths = bound.Lengths(st.prompt, st.output)
+    cpu0, t0 = time.process_time(), time.time()
+    oracle = R.Oracle(specs, plan.slo, plan.rule, req["rate_rps"], lengths, req["bound_slack"],
+                      on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
+    hw = specs.hardware
+    doc = {"rate_rps": req["rate_rps"], "base": hw.name, "axes": [], "frontier": None}
+    # base chip itself (what-if pricing)
+    base_v = oracle({})
+    doc["base_verdict"] = _verdict_doc(base_v)
+    for key, ax in req["axes"].items():
+        r = R.minimise(oracle, ax)
+        if progress:
+            progress("axis", key)
+        doc["axes"].append({
+            "key": key, "unit": ax.unit, "base": getattr(hw, ax.field), "lo": min(ax.values), "hi": max(ax.values),
+            "grid_points": len(ax.values), "least": r.value, "fails_at": r.lower,
+            "analytical_least": None if r.analytical_index is None else ax.values[r.analytical_index],
+            "binding": (r.below.reason if r.below is not None else
+                        ("even the best value fails" if r.index is None else "axis minimum")),
+            "bound": next((v.bound for k, v in r.verdicts if k == r.index), ""),
+            "des_verdicts": len(r.verdicts)})
+    if req["frontier"]:
+        kx, ky = req["frontier"]
+        xa, ya = req["axes"][kx], req["axes"][ky]
+        n = len(xa.values)
+        xs = sorted({round(i * (n - 1) / (req["frontier_points"] - 1)) for i in range(req["frontier_points"])})
+        pts, least = R.frontier(oracle, xa, ya, xs)
+        doc["frontier"] = {"x": kx, "y": ky, "x_unit": xa.unit, "y_unit": ya.unit,
+                           "x_values": [xa.values[i] for i in sorted(xs)],
+                           "y_least": [None if j is None else ya.values[j] for j in least],
+                           "y_lo": min(ya.values), "y_hi": max(ya.values),
+                           "points": [p.__dict__ for p in pts],
+                           "brute_force_des_points": len(xs) * len(ya.values)}
+        if progress:
+            progress("axis", "frontier")
+    doc["des_runs_search"] = oracle.des_runs
+    doc["des_points_search"] = oracle.des_points
+    doc["verified"] = [_verdict_doc(v) for v in oracle.cache.values() if v.by == "des"]
+    doc["search_cpu_s"], doc["search_wall_s"] = time.process_time() - cpu0, time.time() - t0
+    # elasticities
+    e = req["elasticity"]
+    keys = e["fields"] or [k for k in ("peak_bf16", "peak_fp8", "hbm_bandwidth", "hbm_capacity", "scaleup_bandwidth",
+                                       "scaleup_latency", "host_bandwidth")
+                           if getattr(hw, R.axis_fields()[k][0]) not in (None, 0)]
+    t1 = time.process_time()
+    doc["elasticity_analytical"] = R.elasticities(
+        lambda s: R.analytical_metrics(s, lengths, plan.slo), specs, keys, e["step"], e["optimistic"],
+        grid_fn=lambda s, k, v: R.analytical_metrics_grid(s, lengths, plan.slo, k, v))
+    doc["elasticity_analytical_cpu_s"] = time.process_time() - t1
+    des_rate = req["rate_rps"]
+    if e["des"] and not base_v.passed:
+        # at a rate the base cannot serve the queue grows without bound and the DES latencies
+        # measure the run's length, not the chip: the DES elasticities are taken at the base's own
+        # capacity instead (the plan's rate search on the base chip, engine.plan.search)
+        from engine.plan.probe import Probe
+        from engine.plan.search import find_max_rate
+
+        est = base_v.estimate.rate_rps if base_v.estimate is not None and base_v.estimate.rate_rps else 1.0
+        sp = plan.search
+        pr = Probe(R.at(specs, {}), plan.slo, plan.rule,
+                   on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
+        found = find_max_rate(pr, est * sp.initial_ratio, sp.precision, sp.step, sp.min_rate, sp.max_rate)
+        doc["base_capacity"] = {"max_rps": found.rate, "fail_rps": found.hi if math.isfinite(found.hi) else None,
+                                "status": found.status, "des_runs": found.runs, "estimate_rps": est}
+        if found.rate > 0:
+            des_rate = found.rate
+        else:
+            e = {**e, "des": False}
+    if e["des"]:
+        n = e["des_requests"] or plan.rule.requests
+        t1 = time.process_time()
+
+        def des_fn(s):
+            if progress:
+                progress("des", 1)
+            return R.des_metrics(s, des_rate, n, plan.rule.warmup_fraction)
+
+        doc["elasticity_des"] = R.elasticities(des_fn, specs, keys, e["step"], e["optimistic"])
+        doc["elasticity_des_requests"] = n
+        doc["elasticity_des_rate_rps"] = des_rate
+        doc["elasticity_des_cpu_s"] = time.process_time() - t1
+    doc["elasticity_step"], doc["optimistic"] = e["step"], e["optimistic"]
+    from engine.analytical.kernels import backend
+    from engine.cost import resolve
+
+    doc["cost_backend"] = resolve(backend(specs), specs.framework.kernel_tables, R.at(specs, {}).hardware)
+    doc["transfer_error"] = _transfer_error(specs.framework.kernel_tables) if doc["cost_backend"] == "transfer" else {}
+    doc["sheet_rows"] = sheet_rows(sheet, specs.hardware, list(req["axes"]) + keys)
+    doc["plan"] = OmegaConf.to_container(cfg.plan, resolve=True)
+    doc["model"], doc["workload"] = cfg.model.name, cfg.workload.name
+    doc["partition"] = {"tp": specs.partition.tp, "pp": specs.partition.pp,
+                        "replicas": specs.des.cluster.replicas or 1}
+    doc["devices"] = specs.partition.tp * specs.partition.pp * (specs.des.cluster.replicas or 1)
+    return doc
+
+
+def _verdict_doc(v) -> dict:
+    m = v.trial.metrics if v.trial is not None else {}
+    return {"values": v.values, "passed": v.passed, "by": v.by, "reason": v.reason, "bound": v.bound,
+            "requests": v.trial.requests if v.trial is not None else 0,
+            "runs": v.trial.runs if v.trial is not None else 0,
+            "estimate_rps": v.estimate.rate_rps if v.estimate is not None else None,
+            **{k: m.get(k) for k in ("ttft_ms_q", "tpot_ms_q", "ttft_ms_p50", "tpot_ms_p50", "throughput_tok_s")}}
+
+
+def base_sheet(req: dict, option: str):
+    """The spec sheet the base chip rests on: ``plan.requirements.sheet``, else the conf/hardware
+    option's own sheet (conf/hardware/sheets/OPTION.csv) where there is one; None otherwise."""
+    from engine.ingest.hwcsv import read_sheet
+
+    path = req["sheet"] or ROOT / "conf" / "hardware" / "sheets" / f"{option}.csv"
+    if not Path(path).is_file():
+        return None
+    return read_sheet(path, Path(path).stem if req["sheet"] else option)
+
+
+def sheet_rows(sheet, hw, keys) -> list[dict]:
+    """Per hardware key the answer uses: the value used, the sheet's figure and its provenance
+    (source and line, the comment simllm-import writes), or 'not on the sheet'."""
+    from engine.plan.requirements import axis_fields
+
+    out = []
+    for k in dict.fromkeys(keys):
+        used = getattr(hw, axis_fields()[k][0])
+        e = sheet.entries.get(k) if sheet is not None else None
+        out.append({"key": k, "used": _fmt(k, used) if used is not None else "-",
+                    "sheet": e.display if e is not None else "-",
+                    "source": (e.comment if e is not None else
+                               ("not on the sheet" if sheet is not None else "no sheet"))})
+    return out
+
+
+def known_chips(overrides: list[str], names: list[str]) -> dict:
+    """Hardware option name -> {axis key: SI value} of each known chip (one compose each)."""
+    from engine.plan.requirements import axis_fields
+    from runner.compose import compose
+    from runner.convert import specs_from_config
+
+    out = {}
+    for n in names:
+        try:
+            cfg = compose(overrides + [f"hardware={n}"], ROOT / "conf")
+        except Exception as e:  # noqa: BLE001 - Hydra's "Could not find 'hardware/x'"
+            if "hardware/" not in str(e):
+                raise
+            raise SpecError("plan.requirements.known_chips", n, "an option of conf/hardware") from None
+        hw = specs_from_config(cfg).hardware
+        out[n] = {k: getattr(hw, f) for k, (f, _) in axis_fields().items()}
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+
+def figure(doc: dict, chips: dict):
+    """The frontier plot: x and y axes of the frontier, the feasible region (at or above the
+    staircase, others at the base chip) shaded, the DES-verified frontier points, the base chip and
+    the known chips marked. None without a frontier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from runner.units import from_si
+
+    f = doc.get("frontier")
+    if not f:
+        return None
+    ux, uy = f["x_unit"], f["y_unit"]
+    cx = lambda v: from_si(v, ux)   # noqa: E731
+    cy = lambda v: from_si(v, uy)   # noqa: E731
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    xs, ys = f["x_values"], f["y_least"]
+    pairs = sorted((x, y) for x, y in zip(xs, ys) if y is not None)
+    xr = max([cx(max(xs))] + [cx(v[f["x"]]) for v in chips.values() if v.get(f["x"])]) * 1.05
+    yr = max([cy(f["y_hi"])] + [cy(v[f["y"]]) for v in chips.values() if v.get(f["y"])]) * 1.05
+    if pairs:
+        # staircase: at x in [x_i, x_(i+1)) the least feasible y is y*(x_i); beyond the searched
+        # box the region continues (monotone: more of either never fails)
+        sx, sy = [], []
+        for i, (x, y) in enumerate(pairs):
+            x_next = cx(pairs[i + 1][0]) if i + 1 < len(pairs) else xr
+            sx += [cx(x), x_next]
+            sy += [cy(y), cy(y)]
+        ax.fill_between(sx, sy, [yr] * len(sy), color="tab:green", alpha=0.18,
+                        label="meets the SLOs (verified staircase)")
+        ax.plot(sx, sy, "-", color="tab:green", lw=1.5)
+        nd = [p for p in f["points"] if not p["dominated"]]
+        ax.scatter([cx(p["x"]) for p in nd], [cy(p["y"]) for p in nd], color="tab:green", s=36, zorder=4,
+                   label="frontier points (DES-verified)")
+        for p in nd:
+            ax.annotate(p["binding"][:18], (cx(p["x"]), cy(p["y"])), textcoords="offset points",
+                        xytext=(4, -10), fontsize=6, color="0.3")
+    for name, v in chips.items():
+        x, y = v.get(f["x"]), v.get(f["y"])
+        if x is None or y is None:
+            continue
+        base = name == doc.get("base_option")
+        ax.scatter([cx(x)], [cy(y)], marker="*" if base else "o", s=140 if base else 40,
+                   color="tab:red" if base else "tab:blue", zorder=5, edgecolor="k", lw=0.5)
+        ax.annotate(name + (" (base)" if base else ""), (cx(x), cy(y)), textcoords="offset points",
+                    xytext=(5, 4), fontsize=7)
+    ax.set_xlim(cx(min(xs)) * 0.95, xr)
+    ax.set_ylim(cy(f["y_lo"]) * 0.95, yr)
+    ax.set_xlabel(f"{f['x']} [{ux}]")
+    ax.set_ylabel(f"{f['y']} [{uy}]")
+    s = doc["plan"]["slo"]
+    ax.set_title(f"{doc['model']}, {doc['devices']} devices, {doc['workload']} at {doc['rate_rps']:g} req/s: "
+                 f"p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms, TPOT <= {s['tpot_ms']:g} ms\n"
+                 f"other fields at {doc['base']}; known chips placed by these two fields only", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _table(rows: list[dict]) -> str:
+    from runner.tools.plan import markdown_table
+
+    return markdown_table(rows) if rows else "(none)"
+
+
+def _el_rows(rows: list[dict], metrics: list[str], rank_by: str, opt: float) -> list[dict]:
+    out = []
+    for r in sorted(rows, key=lambda r: (r.get(f"opt_{rank_by}_pct") if math.isfinite(r.get(f"opt_{rank_by}_pct", math.nan))
+                                         else 0.0) * (1 if rank_by == "capacity_rps" else -1)):
+        row = {"field": r["key"], "base": _fmt(r["key"], r["base_value"])}
+        for m in metrics:
+            row[f"d ln {m} / d ln spec"] = f"{r[f'e_{m}']:+.3f}"
+        for m in metrics:
+            row[f"{m} if {opt * 100:g} % optimistic"] = f"{r[f'opt_{m}_pct']:+.1f} %"
+        out.append(row)
+    return out
+
+
+def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "requirements") -> dict:
+    """NAME.md, NAME.json, NAME.png and the CSVs (axes, frontier, elasticities) in ``out_dir``."""
+    import matplotlib.pyplot as plt
+    import polars as pl
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / f"{name}.json"}
+    paths["json"].write_text(json.dumps({**doc, "known_chips": chips}, indent=1, default=str))
+    axes_rows = [{"axis": a["key"], "base": _fmt(a["key"], a["base"]),
+                  "range": f"{_fmt(a['key'], a['lo'])} .. {_fmt(a['key'], a['hi'])}",
+                  "least passing": _fmt(a["key"], a["least"]), "fails at": _fmt(a["key"], a["fails_at"]),
+                  "analytical bound": _fmt(a["key"], a["analytical_least"]),
+                  "binding (just below)": a["binding"], "DES bound at least": a["bound"],
+                  "DES verdicts": a["des_verdicts"]} for a in doc["axes"]]
+    paths["axes_csv"] = out_dir / f"{name}_axes.csv"
+    pl.DataFrame([{k: v for k, v in a.items()} for a in doc["axes"]], infer_schema_length=None).write_csv(paths["axes_csv"])
+    s = doc["plan"]["slo"]
+    lines = [f"# Spec requirements: {doc['model']} on {doc['devices']} x what-if {doc['base']}", "",
+             f"Generated by `{command}` (simllm-plan with plan.requirements; do not edit by hand).", "",
+             f"Question: the least value of each spec-sheet field (the others at `{doc['base']}`'s) with which "
+             f"TP{doc['partition']['tp']} PP{doc['partition']['pp']} x {doc['partition']['replicas']} replica(s) serve "
+             f"`{doc['workload']}` at {doc['rate_rps']:g} req/s with p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms "
+             f"and p{s['percentile']:g} TPOT <= {s['tpot_ms']:g} ms (stability rule of the plan: "
+             f"{doc['plan']['rule']['requests']}..{doc['plan']['rule']['max_requests']} requests, first "
+             f"{doc['plan']['rule']['warmup_fraction']:g} of the span not measured).", "",
+             f"- base chip as a what-if chip (transfer backend): "
+             f"{'meets' if doc['base_verdict']['passed'] else 'misses'} the SLOs"
+             + (f" ({doc['base_verdict']['reason']})" if doc['base_verdict']['reason'] else ""),
+             f"- precision: each axis on a geometric grid of ratio {1 + doc['plan']['requirements'].get('precision', 0.05):g}; "
+             "'least passing' passed and 'fails at' (the grid point below) failed",
+             f"- DES: {doc['des_runs_search']} runs at {doc['des_points_search']} spec points for the search"
+             + (f" (a brute-force grid of the frontier alone: {doc['frontier']['brute_force_des_points']} points)"
+                if doc.get("frontier") else ""),
+             f"- time: search {doc['search_wall_s']:.1f} s wall / {doc['search_cpu_s']:.1f} CPU-s; total "
+             f"{doc['figures']['wall_s']:.1f} s wall / {doc['figures']['cpu_s']:.1f} CPU-s; load average "
+             f"{doc['figures']['load']}",
+             (f"- cost model: every point, the base included, priced by the transfer backend (curves fitted on the "
+              "measured chips applied to the point's spec figures); median |log error| of its fits: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in doc["transfer_error"].items() if v is not None)
+              if doc["cost_backend"] == "transfer" else
+              f"- cost model: the {doc['cost_backend']} backend at every point (the framework profile names no "
+              "kernel tables)"), "",
+             "## Least value per axis", "", _table(axes_rows), ""]
+    f = doc.get("frontier")
+    if f:
+        fr = [{f["x"]: _fmt(f["x"], p["x"]), f"least {f['y']}": _fmt(f["y"], p["y"]),
+               f"fails at": _fmt(f["y"], p["y_lower"]), "binding (just below)": p["binding"],
+               "DES bound": p["bound"], "non-dominated": "" if p["dominated"] else "yes"} for p in f["points"]]
+        paths["frontier_csv"] = out_dir / f"{name}_frontier.csv"
+        pl.DataFrame(f["points"] or [{"x": None}], infer_schema_length=None).write_csv(paths["frontier_csv"])
+        lines += [f"## Frontier {f['x']} x {f['y']}", "", _table(fr), ""]
+        fig = figure(doc, chips)
+        if fig is not None:
+            paths["png"] = out_dir / f"{name}.png"
+            fig.tight_layout()
+            fig.savefig(paths["png"], dpi=110)
+            plt.close(fig)
+            lines += [f"![frontier]({paths['png'].name})", ""]
+            placed = []
+            for c, v in chips.items():
+                x, y = v.get(f["x"]), v.get(f["y"])
+                if x is None or y is None:
+                    continue
+                ok = [yy for xx, yy in zip(f["x_values"], f["y_least"]) if yy is not None and xx <= x]
+                inside = bool(ok) and y >= min(ok)
+                placed.append({"chip": c, f["x"]: _fmt(f["x"], x), f["y"]: _fmt(f["y"], y),
+                               "in the feasible region": "yes" if inside else "no"})
+            lines += ["Known chips placed by these two fields (their other fields at the base chip's):", "",
+                      _table(placed), ""]
+    opt = doc["optimistic"]
+    lines += ["## Elasticities", "",
+              f"d ln(metric) / d ln(spec) by central differences at +-{doc['elasticity_step'] * 100:g} %, and the "
+              f"change if the sheet's figure is {opt * 100:g} % optimistic (the real chip has {1 - opt:g} x a peak "
+              f"or bandwidth, {1 + opt:g} x a latency), ranked.", "",
+              f"Analytical engine (capacity = fluid-model capacity at the SLOs, engine/plan/bound.py; "
+              f"{doc['elasticity_analytical_cpu_s']:.1f} CPU-s):", "",
+              _table(_el_rows(doc["elasticity_analytical"], ["capacity_rps", "ttft_ms_p50", "tpot_ms_p50"],
+                              "capacity_rps", opt)), ""]
+    bc = doc.get("base_capacity")
+    if bc:
+        lines += [f"The base chip misses the SLOs at {doc['rate_rps']:g} req/s; its own capacity (the plan's rate "
+                  f"search, DES): {bc['max_rps']:.3g} req/s passes, {bc['fail_rps'] or float('inf'):.3g} req/s fails "
+                  f"({bc['des_runs']} DES runs; analytical estimate {bc['estimate_rps']:.3g} req/s). The DES "
+                  "elasticities below are taken there.", ""]
+    if doc.get("elasticity_des") is not None:
+        lines += [f"DES at {doc['elasticity_des_rate_rps']:.3g} req/s, {doc['elasticity_des_requests']} requests, the same seeded "
+                  f"stream at every point (common random numbers; {doc['elasticity_des_cpu_s']:.1f} CPU-s):", "",
+                  _table(_el_rows(doc["elasticity_des"], ["ttft_ms_p99", "tpot_ms_p99", "ttft_ms_p50", "tpot_ms_p50"],
+                                  "ttft_ms_p99", opt)), ""]
+    rows = []
+    for kind in ("analytical", "des"):
+        for r in doc.get(f"elasticity_{kind}") or []:
+            rows.append({"engine": kind, **r})
+    if rows:
+        paths["elasticity_csv"] = out_dir / f"{name}_elasticity.csv"
+        pl.DataFrame(rows, infer_schema_length=None).write_csv(paths["elasticity_csv"])
+    if doc.get("sheet_rows"):
+        lines += ["## Sheet rows the answer rests on", "",
+                  _table([{"field": r["key"], "value used": r["used"], "sheet": r["sheet"],
+                           "source": r["source"][:160]} for r in doc["sheet_rows"]]), ""]
+    lines += ["Where monotonicity may not hold: HBM capacity acts in whole KV blocks (steps); verdicts decided "
+              "by a percentile's point estimate near the SLO; discrete scheduler changes. The search assumes it "
+              "(engine/plan/requirements.py).", ""]
+    paths["md"] = out_dir / f"{name}.md"
+    paths["md"].write_text("\n".join(lines))
+    return paths
+
+
+# ----------------------------------------------------------------------------- MLflow
+
+def _track(cfg, doc: dict, paths: dict, out: Path) -> None:
+    """Parent run (figures, report files) and one child per DES-verified spec point; a failure
+    ends the parent FAILED, never RUNNING."""
+    from runner import tracking
+
+    uri, exp = cfg.tracking.uri, cfg.tracking.experiment
+    exp_id = tracking.experiment_id(uri, exp)
+    parent = tracking.start_parent(uri, exp_id, f"requirements:{doc['model']}:{out.name}",
+                                   {"simllm.role": "requirements", "simllm.sweep_id": str(out)})
+    try:
+        for i, v in enumerate(doc["verified"]):
+            d = out / "points" / str(i)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "point.json").write_text(json.dumps(v, indent=1, default=str))
+            params = {f"hardware.{k}": x for k, x in v["values"].items()}
+            summary = {"passed": float(v["passed"]), "requests": v["requests"], "des_runs": v["runs"],
+                       **{k: x for k, x in v.items() if k.endswith(("_q", "_p50", "throughput_tok_s"))
+                          and isinstance(x, (int, float))}}
+            tags = {"mlflow.parentRunId": parent, "simllm.role": "requirements_point",
+                    "simllm.verdict_reason": v["reason"], "engine": "des"}
+            name = "point:" + ",".join(f"{k}={x:.4g}" for k, x in v["values"].items()) if v["values"] else "point:base"
+            tracking.log_run(uri, exp_id, name, params, summary, tags, d)
+        metrics = {"des_runs": doc["des_runs_search"], "des_points": doc["des_points_search"],
+                   "wall_s": doc["figures"]["wall_s"], "cpu_s": doc["figures"]["cpu_s"]}
+        for a in doc["axes"]:
+            if a["least"] is not None:
+                metrics[f"least_{a['key']}"] = a["least"]
+        for kind in ("analytical", "des"):
+            for r in doc.get(f"elasticity_{kind}") or []:
+                for k, x in r.items():
+                    if k.startswith(("e_", "opt_")) and isinstance(x, float) and math.isfinite(x):
+                        metrics[f"{kind}.{k}.{r['key']}"] = x
+        params = {"requirements.rate_rps": doc["rate_rps"], "requirements.base": doc["base"],
+                  "requirements.axes": ",".join(a["key"] for a in doc["axes"])}
+        tracking.finish_parent(uri, parent, metrics, params, {"simllm.base": doc["base"]},
+                               [p for p in paths.values() if p is not None])
+    except BaseException:
+        try:
+            tracking.end_run(uri, parent, "FAILED")
+        except Exception:  # noqa: BLE001
+            pass
+        raise
+
+
+def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False, study: str | None = None) -> int:
+    """The whole requirements question for the composed ``cfg`` (called by simllm-plan)."""
+    from tqdm import tqdm
+
+    t0, cpu0 = time.time(), time.process_time()
+    if cfg.engine.name != "des":
+        raise SpecError("engine", cfg.engine.name, "des (plan.requirements verifies every point with the DES)")
+    req = parse(OmegaConf.to_container(cfg.plan.requirements, resolve=True))
+    chips = known_chips(overrides, req["known_chips"])        # bad names stop before any run
+    bar = tqdm(unit="DES run", desc="simllm-plan requirements", disable=quiet, mininterval=1.0, file=sys.stderr)
+
+    def progress(kind, v):
+        if kind == "des":
+            bar.update(v)
+        else:
+            bar.set_postfix_str(f"{v} done")
+
+    try:
+        doc = search(cfg, req, progress)
+    finally:
+        bar.close()
+    doc["base_option"] = cfg.hardware.name
+    if doc["base_option"] not in chips:
+        from runner.convert import specs_from_config
+        from engine.plan.requirements import axis_fields
+        hw = specs_from_config(cfg).hardware
+        chips = {doc["base_option"]: {k: getattr(hw, f) for k, (f, _) in axis_fields().items()}, **chips}
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    doc["figures"] = {"wall_s": time.time() - t0, "cpu_s": time.process_time() - cpu0 + ru.ru_utime + ru.ru_stime,
+                      "cores": os.cpu_count(), "load": " ".join(Path("/proc/loadavg").read_text().split()[:3])
+                      if Path("/proc/loadavg").exists() else "n/a"}
+    doc["command"] = command
+    paths = report(doc, chips, out, command)
+    if study:
+        st = Path(study)
+        report(doc, chips, st.parent, command, name=st.name)
+    print(paths["md"].read_text())
+    if cfg.tracking.enabled:
+        try:
+            _track(cfg, doc, paths, out)
+        except Exception as e:  # noqa: BLE001 - the files are written; say so
+            print(f"simllm-plan: warning: MLflow logging failed ({type(e).__name__}: {e}); results stay in {out}",
+                  file=sys.stderr)
+            return 1
+    return 0
