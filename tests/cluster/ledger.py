@@ -1,0 +1,94 @@
+"""What a sweep left on the tracking server, counted from MLflow alone, and the processes of a
+cluster's jobs (to kill one outright). Used by the SLURM and Ray tests and benchmarks/bench_launchers.py."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runs(uri: str, experiment: str) -> list:
+    c = MlflowClient(tracking_uri=uri)
+    e = c.get_experiment_by_name(experiment)
+    if e is None:
+        return []
+    out, token = [], None
+    while True:
+        page = c.search_runs([e.experiment_id], max_results=1000, page_token=token)
+        out += list(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def ledger(uri: str, experiment: str, expected: int) -> dict:
+    """Counts over the experiment's runs: job runs by status, sweep/plan parent runs by status,
+    ``lost`` (grid points, by config hash, with no FINISHED run: ``expected`` minus those with
+    one), ``duplicated`` (FINISHED runs beyond the first of a config hash) and ``running``
+    (runs of any kind still RUNNING)."""
+    rs = runs(uri, experiment)
+    parents = [r for r in rs if r.data.tags.get("simllm.role") in ("sweep", "plan")]
+    jobs = [r for r in rs if r not in parents]
+    finished = Counter(r.data.tags.get("simllm.config_hash") for r in jobs if r.info.status == "FINISHED")
+    status = Counter(r.info.status for r in jobs)
+    return {"runs": len(jobs), "FINISHED": status["FINISHED"], "FAILED": status["FAILED"],
+            "KILLED": status["KILLED"], "RUNNING": status["RUNNING"],
+            "parents": dict(Counter(r.info.status for r in parents)),
+            "lost": expected - len(finished), "duplicated": sum(n - 1 for n in finished.values()),
+            "running": sum(r.info.status == "RUNNING" for r in rs)}
+
+
+def counts_line(stdout: str) -> dict | None:
+    """The multirun summary line ``simllm multirun: D done, F failed, S skipped`` as numbers."""
+    m = re.search(r"simllm multirun: (\d+) done, (\d+) failed, (\d+) skipped", stdout)
+    return None if m is None else dict(zip(("done", "failed", "skipped"), map(int, m.groups())))
+
+
+def job_pids(env_key: str, env_value: str | None = None, cmd_part: str = "") -> dict[str, int]:
+    """{value of ``env_key`` in the process's environment: pid} of the Python processes whose
+    command line holds ``cmd_part`` (Linux /proc; root or the same user)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "python" not in cmd or cmd_part not in cmd:
+                continue
+            env = dict(kv.split("=", 1) for kv in (d / "environ").read_bytes().decode(errors="replace")
+                       .split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env_key in env and (env_value is None or env[env_key] == env_value):
+            out[env[env_key]] = int(d.name)
+    return out
+
+
+def sigkill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+
+
+def cli(args: list[str], cwd: Path, env: dict | None = None, script: str = "simllm") -> subprocess.Popen:
+    """Start a console script with the test's interpreter, output captured as text."""
+    e = dict(os.environ, **(env or {}))
+    e.pop("MLFLOW_TRACKING_URI", None)
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
+    return subprocess.Popen([str(Path(sys.executable).parent / script), *args], cwd=cwd, env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def table(title: str, rows: list[tuple[str, dict]]) -> str:
+    """A plain text table of ledgers (one row per phase) for the test's log."""
+    keys = ["submitted", "finished", "failed", "cancelled", "skipped", "FINISHED", "FAILED", "KILLED",
+            "RUNNING", "lost", "duplicated"]
+    lines = [title, "phase".ljust(28) + "".join(k.rjust(11) for k in keys)]
+    for name, row in rows:
+        lines.append(name.ljust(28) + "".join(str(row.get(k, "")).rjust(11) for k in keys))
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""A DES grid and a ``simllm-plan`` search through ``hydra/launcher=submitit_slurm`` on a real
+single-node SLURM cluster (tests/cluster/slurm.py: one node, two CPUs), tracked on the
+PostgreSQL-backed MLflow server, with faults: a running job and a pending one cancelled with
+``scancel``, a running job killed with SIGKILL while it logs; then ``resume=true``.
+
+What is asserted is counted from the MLflow server alone (tests/cluster/ledger.py): after the
+resume every grid point has exactly one FINISHED run (none lost, none duplicated) and no run is
+RUNNING. The expected numbers follow from the grid itself: N points (``workload.seed`` 0..N-1,
+each a distinct config hash), so N FINISHED runs, and the resume's summary reruns exactly the
+points without a FINISHED run before it (its ``done`` plus ``skipped`` is N, ``skipped`` equals
+the FINISHED count before the resume). The log of each phase is printed (``pytest -s``).
+"""
+
+import os
+import time
+
+import pytest
+
+from tests.cluster import ledger as L
+
+pytestmark = pytest.mark.slow
+
+#: Grid size: 100 points is the figure of a full run (SIMLLM_CLUSTER_GRID=100); the default keeps
+#: the CI run short on two CPUs (each job is its own Python process: ~3.5 CPU-s of start-up, and
+#: the resume submits every point again, the finished ones only to skip).
+N = int(os.environ.get("SIMLLM_CLUSTER_GRID", "16"))
+GRID = ["engine=des", "workload.num_requests=20", f"workload.seed=range(0,{N})", "print_table=false"]
+SLURM = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=debug",
+         "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=20"]
+
+
+def _wait(pred, timeout_s, what, step=0.2):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _array_states(slurm):
+    """{array task index: state} of the queue's array tasks."""
+    return {int(j.split("_")[1]): s for j, s in slurm.jobs() if "_" in j and "[" not in j}
+
+
+def _sacct(slurm, job_id: str) -> dict:
+    acc = {k: v for k, v in slurm.accounted().items() if k.startswith(f"{job_id}_")}
+    vals = list(acc.values())
+    return {"submitted": len(acc), "finished": vals.count("COMPLETED"),
+            "failed": sum(v in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT") for v in vals),
+            "cancelled": vals.count("CANCELLED")}
+
+
+def _array_id(sweep) -> str:
+    ids = _wait(lambda: [p.name.split("_")[0] for p in (sweep / ".submitit").glob("*_*")],
+                120, "the submitit array folder")
+    return ids[0]
+
+
+def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
+    exp = "slurm_grid"
+    track = ["tracking=server", f"tracking.uri={mlflow_server}", f"tracking.experiment={exp}"]
+    sweep = tmp_path / "grid"
+    p = L.cli(["-m", *GRID, *SLURM, *track, f"hydra.sweep.dir={sweep}"], tmp_path, slurm.env)
+    t0 = time.time()
+    faults = {}
+    try:
+        states = _wait(lambda: (lambda s: s if "RUNNING" in s.values() and "PENDING" in s.values()
+                                else None)(_array_states(slurm)), 240, "running and pending array tasks")
+        array = _array_id(sweep)
+        running = min(i for i, s in states.items() if s == "RUNNING")
+        pending = max(i for i, s in states.items() if s == "PENDING")
+        slurm.cmd("scancel", f"{array}_{running}")
+        slurm.cmd("scancel", f"{array}_{pending}")
+        faults.update(scancel_running=running, scancel_pending=pending)
+
+        # SIGKILL a running job's Python process, at the moment it logs its run if it can be
+        # caught there (pending_sync.json is written just before the tracking calls)
+        def victim():
+            pids = L.job_pids("SLURM_ARRAY_TASK_ID", cmd_part="submitit")
+            for idx, pid in pids.items():
+                if int(idx) not in (running, pending) and (sweep / idx / "pending_sync.json").exists():
+                    return int(idx), pid
+            return None
+
+        try:
+            idx, pid = _wait(victim, 120, "a job in its tracking calls", step=0.05)
+        except AssertionError:
+            pids = {int(i): p for i, p in L.job_pids("SLURM_ARRAY_TASK_ID", cmd_part="submitit").items()
+                    if int(i) not in (running, pending)}
+            assert pids, "no running job left to kill"
+            idx, pid = min(pids.items())
+        L.sigkill(pid)
+        faults["sigkill"] = idx
+        out, err = p.communicate(timeout=900)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    _wait(lambda: not slurm.jobs(), 600, "the queue to drain")   # the array outlives the launcher
+    first = {**_sacct(slurm, array), **L.ledger(mlflow_server, exp, N), "rc": p.returncode,
+             "wall_s": round(time.time() - t0, 1)}
+
+    t1 = time.time()
+    r = L.cli(["-m", *GRID, *SLURM, *track, "resume=true", f"hydra.sweep.dir={tmp_path}/resume"],
+              tmp_path, slurm.env)
+    rout, rerr = r.communicate(timeout=900)
+    assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
+    resumed = L.counts_line(rout)
+    array2 = _array_id(tmp_path / "resume")
+    _wait(lambda: not slurm.jobs(), 120, "the queue to drain")
+    second = {**_sacct(slurm, array2), **L.ledger(mlflow_server, exp, N), "skipped": resumed["skipped"],
+              "rc": r.returncode, "wall_s": round(time.time() - t1, 1)}
+    with capsys.disabled():
+        print("\n" + L.table(f"SLURM grid, {N} DES jobs (faults: {faults})",
+                             [("1 grid + faults", first), ("2 resume=true", second)]))
+        print(f"  grid launcher exit {first['rc']} in {first['wall_s']} s; its last stderr line: "
+              f"{(err.strip().splitlines() or [''])[-1][:300]}")
+        print(f"  resume exit {second['rc']} in {second['wall_s']} s; its summary: "
+              f"{next(l for l in rout.splitlines() if l.startswith('simllm multirun'))}")
+        for line in rerr.splitlines():
+            if "resume:" in line:
+                print("  " + line)
+
+    # the faults took effect: the two cancelled tasks and the killed one are not COMPLETED
+    assert first["cancelled"] >= 2 and first["finished"] <= N - 3, first
+    assert first["lost"] >= 3, first   # each fault cost its point its FINISHED run
+    # after the resume: nothing lost, nothing twice, nothing RUNNING
+    assert second["lost"] == 0 and second["duplicated"] == 0 and second["running"] == 0, second
+    assert second["FINISHED"] == N
+    assert resumed["done"] + resumed["skipped"] == N and resumed["failed"] == 0
+    assert resumed["skipped"] == first["FINISHED"] - first["duplicated"]
+    assert second["submitted"] == N and second["finished"] == N
