@@ -71,6 +71,24 @@ def job_pids(env_key: str, env_value: str | None = None, cmd_part: str = "") -> 
     return out
 
 
+def uploading(sweep: Path, exclude=()) -> tuple[int, int] | None:
+    """(job number, pid) of a job of ``sweep`` caught in its tracking calls: its
+    pending_sync.json says ``uploading`` and names the process (runner.job.track_job_dir)."""
+    import json
+
+    for marker in sweep.glob("*/pending_sync.json"):
+        try:
+            doc = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue
+        idx = marker.parent.name
+        if doc.get("state") == "uploading" and idx.isdigit() and int(idx) not in exclude:
+            pid = int(doc["simllm.pid"])
+            if Path(f"/proc/{pid}").exists():
+                return int(idx), pid
+    return None
+
+
 def sigkill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
@@ -92,3 +110,12 @@ def table(title: str, rows: list[tuple[str, dict]]) -> str:
     for name, row in rows:
         lines.append(name.ljust(28) + "".join(str(row.get(k, "")).rjust(11) for k in keys))
     return "\n".join(lines)
+
+
+def report(capsys, text: str) -> None:
+    """Print a test's log past pytest's capture, and append it to $SIMLLM_CLUSTER_LOG if set."""
+    with capsys.disabled():
+        print("\n" + text)
+    if os.environ.get("SIMLLM_CLUSTER_LOG"):
+        with open(os.environ["SIMLLM_CLUSTER_LOG"], "a") as f:
+            f.write(text + "\n\n")

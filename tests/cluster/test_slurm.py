@@ -5,7 +5,7 @@ PostgreSQL-backed MLflow server, with faults: a running job and a pending one ca
 
 What is asserted is counted from the MLflow server alone (tests/cluster/ledger.py): after the
 resume every grid point has exactly one FINISHED run (none lost, none duplicated) and no run is
-RUNNING. The expected numbers follow from the grid itself: N points (``workload.seed`` 0..N-1,
+RUNNING. The expected numbers follow from the grid itself: N points (``workload.prompt_len`` 128, 160, ...,
 each a distinct config hash), so N FINISHED runs, and the resume's summary reruns exactly the
 points without a FINISHED run before it (its ``done`` plus ``skipped`` is N, ``skipped`` equals
 the FINISHED count before the resume). The log of each phase is printed (``pytest -s``).
@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow
 #: Grid size: 100 points is the figure of a full run (SIMLLM_CLUSTER_GRID=100); the default keeps
 #: the CI run short on two CPUs (each job is its own Python process: ~3.5 CPU-s of start-up, and
 #: the resume submits every point again, the finished ones only to skip).
-N = int(os.environ.get("SIMLLM_CLUSTER_GRID", "16"))
-GRID = ["engine=des", "workload.num_requests=20", f"workload.seed=range(0,{N})", "print_table=false"]
+N = int(os.environ.get("SIMLLM_CLUSTER_GRID", "12"))
+GRID = ["engine=des", "workload.num_requests=20", f"workload.prompt_len=range(128,{128 + 32 * N},32)",
+        "print_table=false"]
 SLURM = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=debug",
          "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=20"]
 
@@ -45,11 +46,16 @@ def _array_states(slurm):
 
 
 def _sacct(slurm, job_id: str) -> dict:
-    acc = {k: v for k, v in slurm.accounted().items() if k.startswith(f"{job_id}_")}
+    """Array tasks by final state, from sacct. A task cancelled while pending never leaves the
+    array's pending record, so sacct has no line of its own for it: those are counted as
+    cancelled too (``never_ran`` names them)."""
+    acc = {int(k.split("_")[1]): v for k, v in slurm.accounted().items()
+           if k.startswith(f"{job_id}_") and "[" not in k}
     vals = list(acc.values())
-    return {"submitted": len(acc), "finished": vals.count("COMPLETED"),
+    never = sorted(set(range(N)) - set(acc))
+    return {"submitted": N, "finished": vals.count("COMPLETED"),
             "failed": sum(v in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT") for v in vals),
-            "cancelled": vals.count("CANCELLED")}
+            "cancelled": vals.count("CANCELLED") + len(never), "never_ran": never}
 
 
 def _array_id(sweep) -> str:
@@ -77,15 +83,9 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
 
         # SIGKILL a running job's Python process, at the moment it logs its run if it can be
         # caught there (pending_sync.json is written just before the tracking calls)
-        def victim():
-            pids = L.job_pids("SLURM_ARRAY_TASK_ID", cmd_part="submitit")
-            for idx, pid in pids.items():
-                if int(idx) not in (running, pending) and (sweep / idx / "pending_sync.json").exists():
-                    return int(idx), pid
-            return None
-
         try:
-            idx, pid = _wait(victim, 120, "a job in its tracking calls", step=0.05)
+            idx, pid = _wait(lambda: L.uploading(sweep, (running, pending)), 120,
+                             "a job in its tracking calls", step=0.05)
         except AssertionError:
             pids = {int(i): p for i, p in L.job_pids("SLURM_ARRAY_TASK_ID", cmd_part="submitit").items()
                     if int(i) not in (running, pending)}
@@ -111,19 +111,18 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     _wait(lambda: not slurm.jobs(), 120, "the queue to drain")
     second = {**_sacct(slurm, array2), **L.ledger(mlflow_server, exp, N), "skipped": resumed["skipped"],
               "rc": r.returncode, "wall_s": round(time.time() - t1, 1)}
-    with capsys.disabled():
-        print("\n" + L.table(f"SLURM grid, {N} DES jobs (faults: {faults})",
-                             [("1 grid + faults", first), ("2 resume=true", second)]))
-        print(f"  grid launcher exit {first['rc']} in {first['wall_s']} s; its last stderr line: "
-              f"{(err.strip().splitlines() or [''])[-1][:300]}")
-        print(f"  resume exit {second['rc']} in {second['wall_s']} s; its summary: "
-              f"{next(l for l in rout.splitlines() if l.startswith('simllm multirun'))}")
-        for line in rerr.splitlines():
-            if "resume:" in line:
-                print("  " + line)
+    log = [L.table(f"SLURM grid, {N} DES jobs (faults: {faults})",
+                   [("1 grid + faults", first), ("2 resume=true", second)]),
+           f"  grid launcher exit {first['rc']} in {first['wall_s']} s; its last stderr line: "
+           f"{(err.strip().splitlines() or [''])[-1][:300]}",
+           f"  resume exit {second['rc']} in {second['wall_s']} s; its summary: "
+           f"{next(x for x in rout.splitlines() if x.startswith('simllm multirun'))}"]
+    log += ["  " + x for x in rerr.splitlines() if "resume:" in x]
+    L.report(capsys, "\n".join(log))
 
     # the faults took effect: the two cancelled tasks and the killed one are not COMPLETED
     assert first["cancelled"] >= 2 and first["finished"] <= N - 3, first
+    assert first["never_ran"] == [pending], first
     assert first["lost"] >= 3, first   # each fault cost its point its FINISHED run
     # after the resume: nothing lost, nothing twice, nothing RUNNING
     assert second["lost"] == 0 and second["duplicated"] == 0 and second["running"] == 0, second
