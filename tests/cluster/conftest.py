@@ -40,3 +40,19 @@ def mlflow_server():
         yield server.uri
     finally:
         cm.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster: a head node that runs no tasks (``ray start --head --num-cpus=0``) and
+    one worker node of two CPUs (``ray start --address=HEAD --num-cpus=2``), each started with
+    ``--block`` in its own process group and stopped by signalling that group (``ray stop`` would
+    stop every Ray process of the machine). Yields the head's address (host:port)."""
+    _need_module("hydra_plugins.hydra_ray_launcher", "ray")
+    from tests.cluster.ray import RayUnavailable, start_ray
+
+    try:
+        with start_ray(worker_cpus=2) as address:
+            yield address
+    except RayUnavailable as e:
+        pytest.skip(f"no Ray cluster: {e}")
