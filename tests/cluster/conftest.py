@@ -37,6 +37,9 @@ def mlflow_server():
     except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError) as e:
         pytest.skip(f"no PostgreSQL-backed MLflow server: {e}")
     try:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=server.uri).search_experiments()   # its first answer is the slow one
         yield server.uri
     finally:
         cm.__exit__(None, None, None)
@@ -44,15 +47,17 @@ def mlflow_server():
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A local Ray cluster: a head node that runs no tasks (``ray start --head --num-cpus=0``) and
-    one worker node of two CPUs (``ray start --address=HEAD --num-cpus=2``), each started with
+    """A local Ray cluster, docs/scale.md's two ``ray start`` commands: a head node that runs no
+    tasks (``--num-cpus=0``) and one worker node of two CPUs, each started with
     ``--block`` in its own process group and stopped by signalling that group (``ray stop`` would
     stop every Ray process of the machine). Yields the head's address (host:port)."""
     _need_module("hydra_plugins.hydra_ray_launcher", "ray")
+    from tests.cluster.ledger import doc_commands
     from tests.cluster.ray import RayUnavailable, start_ray
 
+    _, head, worker, *_ = doc_commands("ray")
     try:
-        with start_ray(worker_cpus=2) as address:
+        with start_ray(head, worker) as address:
             yield address
     except RayUnavailable as e:
         pytest.skip(f"no Ray cluster: {e}")

@@ -3,6 +3,7 @@ cluster's jobs (to kill one outright). Used by the SLURM and Ray tests and bench
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -95,7 +96,9 @@ def sigkill(pid: int) -> None:
 
 def cli(args: list[str], cwd: Path, env: dict | None = None, script: str = "simllm") -> subprocess.Popen:
     """Start a console script with the test's interpreter, output captured as text."""
-    e = dict(os.environ, **(env or {}))
+    # the sweep's probe of the tracking server waits up to 30 s (3 s by default): a two-core CI
+    # machine running the cluster's daemons can be slower than that to answer the first request
+    e = dict(os.environ, SIMLLM_TRACKING_PROBE_TIMEOUT_S="30", **(env or {}))
     e.pop("MLFLOW_TRACKING_URI", None)
     e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
     return subprocess.Popen([str(Path(sys.executable).parent / script), *args], cwd=cwd, env=e,
@@ -119,3 +122,25 @@ def report(capsys, text: str) -> None:
     if os.environ.get("SIMLLM_CLUSTER_LOG"):
         with open(os.environ["SIMLLM_CLUSTER_LOG"], "a") as f:
             f.write(text + "\n\n")
+
+
+#: What docs/scale.md writes for the tracking server's address; the tests put the real one there.
+DOC_URI = "http://mlflow-host:5000"
+
+
+def doc_commands(kind: str) -> list[list[str]]:
+    """The command lines of the ``<!-- cluster-commands KIND -->`` block of docs/scale.md, split as
+    the shell would: the cluster tests run these (the page's commands are the tests' commands)."""
+    text = (ROOT / "docs" / "scale.md").read_text()
+    block = text.split(f"<!-- cluster-commands {kind} -->", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def grid_size(argv: list[str]) -> int:
+    """Points of the grid's one ``range(a,b,c)`` sweep."""
+    m = next(re.search(r"=range\((\d+),(\d+),(\d+)\)", a) for a in argv if "=range(" in a)
+    return len(range(*map(int, m.groups())))
+
+
+def with_uri(argv: list[str], uri: str) -> list[str]:
+    return [a.replace(DOC_URI, uri) for a in argv]

@@ -42,28 +42,31 @@ def _ours(tmp: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def start_ray(worker_cpus: int = 2, timeout_s: float = 120):
+def start_ray(head: list[str], worker: list[str], timeout_s: float = 120):
+    """Run ``head`` and then ``worker`` (``ray start ...`` argument lists, as docs/scale.md writes
+    them: port 6379 there is replaced by a free one) with ``--block``, this cluster's temporary
+    folder and the loopback address added; yield the head's address."""
     exe = Path(sys.executable).parent / "ray"
     if not exe.exists():
         raise RayUnavailable(f"{exe} not found (pip install -e '.[ray]')")
     tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
     port = _free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--block", "--disable-usage-stats"]
+    common = ["--block"]
     procs = []
     logs = [Path(tmp) / "head.log", Path(tmp) / "worker.log"]
     try:
         with open(logs[0], "w") as log:
             procs.append(subprocess.Popen(
-                [str(exe), "start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
-                 f"--temp-dir={tmp}", "--node-ip-address=127.0.0.1", *common],
+                [str(exe), *[a.replace("6379", str(port)) for a in head[1:]], f"--temp-dir={tmp}",
+                 "--node-ip-address=127.0.0.1", *common],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         address = f"127.0.0.1:{port}"
         _wait_nodes(exe, address, 1, procs, logs, timeout_s)
         with open(logs[1], "w") as log:
             procs.append(subprocess.Popen(
-                [str(exe), "start", f"--address={address}", f"--num-cpus={worker_cpus}",
-                 "--node-ip-address=127.0.0.1", *common],
+                [str(exe), *[a.replace("6379", str(port)) for a in worker[1:]], "--node-ip-address=127.0.0.1",
+                 *common],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         _wait_nodes(exe, address, 2, procs, logs, timeout_s)
         yield address

@@ -21,14 +21,16 @@ import pytest
 from tests.cluster import ledger as L
 from tests.cluster.test_slurm import GRID, N, _wait
 
+#: The page's commands (docs/scale.md, "On a Ray cluster"): pip install, the head, the worker node,
+#: the grid, the same grid with resume=true. The fixture starts the nodes (tests/cluster/ray.py).
+PIP, HEAD, WORKER, GRID_CMD, RESUME_CMD = L.doc_commands("ray")
+DOC_ADDRESS = "127.0.0.1:6379"
+
 pytestmark = pytest.mark.slow
 
 
-def _ray(address):
-    return ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={address}",
-            # the launcher sets a default object store size, which ray.init refuses when it joins
-            # a running cluster: null leaves it to the cluster
-            "+hydra.launcher.ray.init.object_store_memory=null", "+hydra.launcher.ray.remote.num_cpus=1"]
+def _cmd(argv, address, uri):
+    return [x.replace(DOC_ADDRESS, address) for x in L.with_uri(argv[1:], uri)]
 
 
 def _busy() -> list[int]:
@@ -46,10 +48,9 @@ def _busy() -> list[int]:
 
 def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsys):
     exp = "ray_grid"
-    track = ["tracking=server", f"tracking.uri={mlflow_server}", f"tracking.experiment={exp}"]
     sweep = tmp_path / "grid"
     t0 = time.time()
-    p = L.cli(["-m", *GRID, *_ray(ray_cluster), *track, f"hydra.sweep.dir={sweep}"], tmp_path)
+    p = L.cli([*_cmd(GRID_CMD, ray_cluster, mlflow_server), f"hydra.sweep.dir={sweep}"], tmp_path)
     faults = {}
     try:
         try:
@@ -74,7 +75,7 @@ def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsy
              "wall_s": round(time.time() - t0, 1)}
 
     t1 = time.time()
-    r = L.cli(["-m", *GRID, *_ray(ray_cluster), *track, "resume=true", f"hydra.sweep.dir={tmp_path}/resume"],
+    r = L.cli([*_cmd(RESUME_CMD, ray_cluster, mlflow_server), f"hydra.sweep.dir={tmp_path}/resume"],
               tmp_path)
     rout, rerr = r.communicate(timeout=900)
     assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
@@ -118,3 +119,14 @@ def test_joblib_grid_in_the_same_environment(tmp_path, mlflow_uri):
     assert L.counts_line(out) == {"done": 2, "failed": 0, "skipped": 0}
     led = L.ledger(mlflow_uri, "simllm", 2)
     assert led["FINISHED"] == 2 and led["lost"] == 0 and led["running"] == 0
+
+
+def test_page_installs_the_extra():
+    """The page's ``pip install -e '.[ray]'`` is what .ci/cluster.sh runs; both launchers import."""
+    assert PIP == ["pip", "install", "-e", ".[ray]"]
+    assert "ray" in (L.ROOT / ".ci" / "cluster.sh").read_text()
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    import hydra_plugins.hydra_joblib_launcher  # noqa: F401
+    import joblib
+
+    assert tuple(map(int, joblib.__version__.split(".")[:2])) < (1, 6)

@@ -11,7 +11,7 @@ points without a FINISHED run before it (its ``done`` plus ``skipped`` is N, ``s
 the FINISHED count before the resume). The log of each phase is printed (``pytest -s``).
 """
 
-import os
+import importlib.util
 import time
 
 import pytest
@@ -20,14 +20,14 @@ from tests.cluster import ledger as L
 
 pytestmark = pytest.mark.slow
 
-#: Grid size: 100 points is the figure of a full run (SIMLLM_CLUSTER_GRID=100); the default keeps
-#: the CI run short on two CPUs (each job is its own Python process: ~3.5 CPU-s of start-up, and
-#: the resume submits every point again, the finished ones only to skip).
-N = int(os.environ.get("SIMLLM_CLUSTER_GRID", "12"))
-GRID = ["engine=des", "workload.num_requests=20", f"workload.prompt_len=range(128,{128 + 32 * N},32)",
-        "print_table=false"]
-SLURM = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=debug",
-         "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=20"]
+#: The page's commands (docs/scale.md, "On a SLURM cluster"): pip install, the grid, the same grid
+#: with resume=true, the plan search. The grid's 12 points keep the CI run short on two CPUs:
+#: each job is its own Python process (~3.5 CPU-s of start-up), and the resume submits every
+#: point again, the finished ones only to skip; benchmarks/bench_launchers.py runs larger grids.
+PIP, GRID_CMD, RESUME_CMD, PLAN_CMD = L.doc_commands("slurm")
+N = L.grid_size(GRID_CMD)
+#: the grid's own overrides (no launcher, no tracking), for the Ray test and the benchmark
+GRID = [a for a in GRID_CMD[2:] if not a.startswith(("hydra", "tracking"))]
 
 
 def _wait(pred, timeout_s, what, step=0.2):
@@ -66,9 +66,8 @@ def _array_id(sweep) -> str:
 
 def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     exp = "slurm_grid"
-    track = ["tracking=server", f"tracking.uri={mlflow_server}", f"tracking.experiment={exp}"]
     sweep = tmp_path / "grid"
-    p = L.cli(["-m", *GRID, *SLURM, *track, f"hydra.sweep.dir={sweep}"], tmp_path, slurm.env)
+    p = L.cli([*L.with_uri(GRID_CMD[1:], mlflow_server), f"hydra.sweep.dir={sweep}"], tmp_path, slurm.env)
     t0 = time.time()
     faults = {}
     try:
@@ -102,7 +101,7 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
              "wall_s": round(time.time() - t0, 1)}
 
     t1 = time.time()
-    r = L.cli(["-m", *GRID, *SLURM, *track, "resume=true", f"hydra.sweep.dir={tmp_path}/resume"],
+    r = L.cli([*L.with_uri(RESUME_CMD[1:], mlflow_server), f"hydra.sweep.dir={tmp_path}/resume"],
               tmp_path, slurm.env)
     rout, rerr = r.communicate(timeout=900)
     assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
@@ -130,3 +129,61 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     assert resumed["done"] + resumed["skipped"] == N and resumed["failed"] == 0
     assert resumed["skipped"] == first["FINISHED"] - first["duplicated"]
     assert second["submitted"] == N and second["finished"] == N
+
+
+def test_slurm_plan_search(slurm, mlflow_server, tmp_path, capsys):
+    """simllm-plan with its candidate jobs on SLURM: one job per candidate (a SLURM array of two),
+    each logging a child run under the plan's parent run on the server. A second search with its
+    running candidate job cancelled (scancel) ends with that candidate reported failed, the other
+    one found, the parent run closed and no run left RUNNING."""
+    exp = "slurm_plan"
+    plan = L.with_uri(PLAN_CMD[1:], mlflow_server)
+    rows = []
+    t0 = time.time()
+    p = L.cli([*plan, "--out", str(tmp_path / "plan"), "--quiet"], tmp_path, slurm.env,
+              script="simllm-plan")
+    out, err = p.communicate(timeout=900)
+    assert p.returncode == 0, out[-2000:] + err[-3000:]
+    led = L.ledger(mlflow_server, exp, 2)
+    rows.append(("1 plan search", {"submitted": 2, **led, "rc": p.returncode}))
+    wall = round(time.time() - t0, 1)
+    rs = L.runs(mlflow_server, exp)
+    parent = [r for r in rs if r.data.tags.get("simllm.role") == "plan"]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    kids = {r.data.tags["mlflow.runName"]: r for r in rs
+            if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id}
+    assert set(kids) == {"plan:h100_sxm:TP1:co", "plan:h100_sxm:TP2:co"}
+    assert all(r.info.status == "FINISHED" and r.data.metrics["max_rps"] > 0 for r in kids.values())
+    assert (tmp_path / "plan" / "plan.md").exists()
+    assert led["running"] == 0
+
+    # the same search with one running candidate job cancelled
+    p = L.cli([*plan, "--out", str(tmp_path / "plan2")], tmp_path, slurm.env,
+              script="simllm-plan")
+    try:
+        job = _wait(lambda: next((j for j, s in slurm.jobs() if s == "RUNNING" and "_" in j), None), 300,
+                    "a running candidate job")
+        slurm.cmd("scancel", job)
+        out2, err2 = p.communicate(timeout=900)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    _wait(lambda: not slurm.jobs(), 300, "the queue to drain")
+    led2 = L.ledger(mlflow_server, exp, 2)
+    rows.append(("2 plan, a job scancelled", {"submitted": 2, "cancelled": 1, **led2, "rc": p.returncode}))
+    failed = [x for x in err2.splitlines() if "failed" in x and "candidate" in x]
+    L.report(capsys, "\n".join([L.table("SLURM simllm-plan (2 candidates)", rows),
+                                f"  first search {wall} s; second: exit {p.returncode}, "
+                                f"cancelled job {job}; it says: {failed[:1]}"]))
+    parents = [r for r in L.runs(mlflow_server, exp) if r.data.tags.get("simllm.role") == "plan"]
+    assert len(parents) == 2 and all(r.info.status != "RUNNING" for r in parents)
+    assert led2["running"] == 0
+    assert len(failed) == 1, err2[-3000:]
+
+
+def test_page_installs_the_extra():
+    """The page's ``pip install -e '.[cluster]'`` is what .ci/cluster.sh runs: the launcher is there."""
+    assert PIP == ["pip", "install", "-e", ".[cluster]"]
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        pytest.skip("the cluster extra is not installed")
+    assert "cluster" in (L.ROOT / ".ci" / "cluster.sh").read_text()
