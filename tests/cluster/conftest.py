@@ -34,7 +34,7 @@ def mlflow_server():
     try:
         cm = mlflow_postgres_server()
         server = cm.__enter__()
-    except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError) as e:
+    except (RuntimeError, KeyError, OSError, subprocess.SubprocessError) as e:
         pytest.skip(f"no PostgreSQL-backed MLflow server: {e}")
     try:
         from mlflow.tracking import MlflowClient
