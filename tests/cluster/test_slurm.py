@@ -173,7 +173,7 @@ def test_slurm_plan_search(slurm, mlflow_server, tmp_path, capsys):
     _wait(lambda: not slurm.jobs(), 300, "the queue to drain")
     led2 = L.ledger(mlflow_server, exp2, 2)
     rows.append(("2 plan, a job scancelled", {"submitted": 2, "cancelled": 1, **led2, "rc": p.returncode}))
-    failed = [x for x in (tmp_path / "plan2" / "plan.csv").read_text().splitlines() if "error: no result" in x]
+    failed = [x for x in (tmp_path / "plan2" / "plan.csv").read_text().splitlines() if "no result (launcher exit" in x]
     L.report(capsys, "\n".join([L.table("SLURM simllm-plan (2 candidates)", rows),
                                 f"  first search {wall} s; second: exit {p.returncode}, "
                                 f"cancelled job {job}; its row in plan.csv: {failed[:1]}"]))
