@@ -114,7 +114,11 @@ def mlflow_postgres_server(workers: int = 1):
     finally:
         if proc is not None:
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:   # still starting: the database is stopped all the same
+                proc.kill()
+                proc.wait(timeout=30)
         if log is not None:
             log.close()
         subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True)

@@ -17,6 +17,30 @@ TABLE_CSV = "sweep_table.csv"
 PLOT = "sweep_latency.png"
 
 
+def ray_env(config: DictConfig) -> None:
+    """The Ray launcher runs the jobs in the Ray cluster's worker processes, which the cluster's
+    daemons started: unlike joblib's and submitit's, they do not inherit this process's
+    environment. Hand them the sweep's settings (the ``SIMLLM_*`` variables set above: parent run,
+    experiment, finished hashes, tracking probe; the user's ``MLFLOW_*`` ones) through the
+    launcher's ``ray.init(runtime_env={"env_vars": ...})``; the launcher is instantiated after
+    this callback, so it reads them. The launching process's PID is left out (workers of Ray are
+    not its children)."""
+    from omegaconf import open_dict, read_write
+
+    from runner import app
+
+    launcher = config.hydra.get("launcher")
+    if launcher is None or "hydra_ray_launcher" not in str(launcher.get("_target_", "")):
+        return
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(("SIMLLM_", "MLFLOW_")) and k != app.LAUNCHER_ENV}
+    with read_write(config), open_dict(config):
+        init = config.hydra.launcher.ray.init
+        runtime = dict(init.get("runtime_env") or {})
+        runtime["env_vars"] = {**dict(runtime.get("env_vars") or {}), **env}
+        init.runtime_env = runtime
+
+
 class SweepTracking(Callback):
     """Runs in the launching process (whatever the launcher).
 
@@ -54,6 +78,12 @@ class SweepTracking(Callback):
             print(f"simllm: warning: could not end the sweep's MLflow run {parent}: {e}", file=sys.stderr)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            self._start(config)
+        finally:
+            ray_env(config)
+
+    def _start(self, config: DictConfig) -> None:
         import atexit
 
         from runner import app, tracking
