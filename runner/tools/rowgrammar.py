@@ -358,7 +358,10 @@ HARNESS_ALIASES = (
 #:                 enable_chunked_prefill to false, but whole prompts put the sample's TensorRT-LLM
 #:                 TTFT further short (signed median -35 % against -22 % with chunked context,
 #:                 180 points, before the host terms were refitted), so the profile's chunked
-#:                 context stays;
+#:                 context stays. Its kv_cache_config.free_gpu_memory_fraction defaults to 0.80
+#:                 (generator/config/backend_templates/trtllm/extra_engine_args.*.yaml.j2; the
+#:                 generator passes none of its own), not TensorRT-LLM's 0.9: the KV pool is
+#:                 0.8 of the memory left after the model and the profiling pass;
 #:   SGLang        --max-running-requests N, --max-prefill-tokens ISL + 1500, CUDA graphs 1..N.
 #:                 The rule also sets --enable-mixed-chunk (running decodes ride in the prefill
 #:                 batch: the decode-first chunked policy, engine.des.schedulers.sarathi), but the
@@ -368,6 +371,8 @@ HARNESS_ALIASES = (
 HARNESSES = ("none", "aiconfigurator_agg")
 #: the rules' token headroom over one prompt (max_num_tokens = batch + ISL + 1500)
 AIC_TOKEN_HEADROOM = 1500
+#: the TensorRT-LLM engine-args templates' kv_cache_config.free_gpu_memory_fraction default
+AIC_TRTLLM_KV_FRACTION = 0.8
 
 
 def parse_harness(cell: str, notes: str = "") -> str:
@@ -389,16 +394,18 @@ def harness_settings(harness: str, framework: str, users: int, prompt_len: int) 
         return {}
     graphs = "[" + ",".join(str(b) for b in range(1, users + 1)) + "]"
     budget = users + prompt_len + AIC_TOKEN_HEADROOM
+    extra: dict = {}
     if framework in ("vllm_v1", "vllm_v0"):
         tokens = budget
     elif framework in ("trtllm", "trtllm_v0"):
         tokens = -(-budget // 32) * 32
+        extra = {"framework.kv_usable_fraction": AIC_TRTLLM_KV_FRACTION}
     elif framework in ("sglang", "sglang_v03"):
         tokens = prompt_len + AIC_TOKEN_HEADROOM         # max_prefill_tokens
     else:
         return {}
     return {"framework.max_num_seqs": users, "framework.max_num_batched_tokens": tokens,
-            "framework.cuda_graph_sizes": graphs}
+            "framework.cuda_graph_sizes": graphs, **extra}
 
 
 # --------------------------------------------------------------------------------- client

@@ -32,9 +32,13 @@ def test_harness_settings_by_framework():
     assert t["framework.max_num_batched_tokens"] == 2560                       # 2540 -> 80 blocks of 32
     assert "framework.chunked_prefill" not in t  # whole prompts contradicted by the rows: chunked stays
     assert rg.harness_settings("aiconfigurator_agg", "trtllm", 12, 1000)["framework.max_num_batched_tokens"] == 2528
+    # the engine-args templates' kv_cache_config.free_gpu_memory_fraction default(0.80); vLLM and
+    # SGLang templates set no memory fraction (their engines' own defaults stay)
+    assert t["framework.kv_usable_fraction"] == 0.8 and "framework.kv_usable_fraction" not in v
     s = rg.harness_settings("aiconfigurator_agg", "sglang", 64, 4096)
     assert s["framework.max_num_batched_tokens"] == 4096 + 1500 and s["framework.max_num_seqs"] == 64
     assert "framework.scheduler" not in s        # mixed chunks contradicted by the rows: prefill-first stays
+    assert "framework.kv_usable_fraction" not in s
     assert rg.harness_settings("none", "vllm_v1", 16, 1024) == {}
     assert rg.harness_settings("aiconfigurator_agg", "generic", 16, 1024) == {}
 
@@ -58,3 +62,20 @@ def test_closed_loop_case_carries_the_harness_settings_and_the_des_runs_them():
     specs = compose_specs(*c.overrides, "engine=des", "workload=closed_loop")
     _, des = deployment(specs)
     assert des.scheduling.max_num_seqs == 8 and des.token_budget == 2532
+
+
+def test_trtllm_harness_row_gets_the_templates_kv_pool():
+    """A TensorRT-LLM row deployed by the harness: its KV pool is 0.8 / 0.9 of the profile's
+    (free_fraction rule: pool = fraction x (HBM - weights - activations - reserve), the rest
+    unchanged by the harness), to the block."""
+    from engine.des.kv.capacity import kv_capacity
+    from tests.conftest import compose_specs
+
+    row = {**_ROW, "framework": "TensorRT-LLM (aiconfigurator silicon benchmark)",
+           "framework_version": "1.0.0rc3", "precision": "FP8", "tp": "1", "num_gpus": "1"}
+    c = build_case(row)
+    assert "framework.kv_usable_fraction=0.8" in c.overrides
+    base = [o for o in c.overrides if not o.startswith("framework.kv_usable_fraction")]
+    caps = [kv_capacity(compose_specs(*ovr, "engine=des", "workload=closed_loop"), 32, 2532, 8)
+            for ovr in (c.overrides, base)]
+    assert caps[1].fits and caps[0].blocks == pytest.approx(caps[1].blocks * 0.8 / 0.9, abs=1)
