@@ -3,10 +3,10 @@ regime (load kind, framework profile, precision, kernel backend) looked up in th
 of ``engine.uncertainty``, ``*_lo`` / ``*_hi`` added to the summary, one assumption per metric
 naming the regime and its row count. Nothing here runs when ``uncertainty.enabled`` is false."""
 
+import functools
+
 from engine.uncertainty import HEADLINE, ErrorModel, regime_of
 from engine.uncertainty.regimes import FIELDS, precision_class
-
-_CACHE: dict = {}
 
 
 def load_kind(engine: str, arrival: str = "", server: bool = False) -> str:
@@ -35,11 +35,10 @@ def base_regime(specs, engine: str, server: bool = False) -> dict:
             "backend": be}
 
 
+@functools.lru_cache(maxsize=None)
 def model_for(table: str | None) -> ErrorModel:
-    key = table or ""
-    if key not in _CACHE:
-        _CACHE[key] = ErrorModel.load(table or None)
-    return _CACHE[key]
+    """The error model of ``table`` (None or '': the shipped one), read once per process."""
+    return ErrorModel.load(table or None)
 
 
 def annotate(summary: dict, specs, engine: str, level: float, table: str | None = None) -> list:
