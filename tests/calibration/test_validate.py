@@ -103,3 +103,36 @@ def test_cli_prints_table_summary_and_skips(tmp_path, capsys, mlflow_uri):
 def test_missing_csv_is_one_line_error(tmp_path, capsys):
     assert validate.main(["--csv", str(tmp_path / "nope.csv"), "--no-tracking"]) == 2
     assert "nope.csv" in capsys.readouterr().err
+
+
+def test_ttft_parts_add_up_to_the_prediction(tmp_path, capsys):
+    """--ttft-parts: the DES TTFT row's predicted mean taken apart. Independent checks: the parts
+    are differences of consecutive timestamps of each request, so path + queue + prefill +
+    first_token is the predicted mean (to the table's 4 significant figures); ahead is a part of
+    queue; path holds at least the profile's API-server time per request (conf/framework/sglang.yaml
+    per_request_overhead, read here from the YAML) for every request."""
+    import yaml
+
+    row = _row(id="C-1", model="Qwen3-32B", params_b="32.8", hardware="H100-SXM5-80GB", num_gpus="2", tp="2",
+               precision="BF16", framework="SGLang", framework_version="0.5.1.post1",
+               batch_or_concurrency="concurrency=4", input_len="1024", output_len="128", metric="ttft_ms",
+               value="300", unit="ms (mean)",
+               notes="aiconfigurator silicon e2e, agg, closed loop: 4 concurrent requests per worker, fixed ISL/OSL, mean TTFT/TPOT")
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerow(row)
+    assert validate.main(["--csv", str(path), "--ttft-parts", "--no-tracking", "--output-dir", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "TTFT along the request's path" in out
+    lines = out[out.index("TTFT along the request's path"):].splitlines()
+    head = [h.strip() for h in lines[1].strip("|").split("|")]
+    cells = dict(zip(head, (v.strip() for v in lines[3].strip("|").split("|"))))
+    assert cells["id"] == "C-1"
+    v = {k: float(cells[k]) for k in ("predicted", "path", "queue", "ahead", "prefill", "first_token")}
+    assert v["path"] + v["queue"] + v["prefill"] + v["first_token"] == pytest.approx(v["predicted"], rel=2e-3)
+    assert 0 <= v["ahead"] <= v["queue"] + 1e-9
+    conf = yaml.safe_load((Path(validate.__file__).resolve().parents[3] / "conf" / "framework" / "sglang.yaml").read_text())
+    api_ms = float(str(conf["per_request_overhead"]).split()[0]) / 1e3   # "1.58e+04 us" -> ms
+    assert v["path"] >= api_ms * 0.999

@@ -85,6 +85,10 @@ def _run(args, steps) -> dict:
         from runner.tools.validate.intervals import fit_and_write
 
         print(f"wrote {fit_and_write(cases, runner, paths, args.calibration, f'simllm-validate des_scale={args.des_scale:g}', args.intervals_out)} (intervals)")
+    if args.ttft_parts:
+        from runner.tools.validate.report import ttft_parts_text
+
+        text += ttft_parts_text(cases, runner, params)
     if args.half_split:
         steps.step("half split")
     split = half_split(runner, cases, args) if args.half_split else None
@@ -188,6 +192,9 @@ def parser() -> argparse.ArgumentParser:
                          "benchmark client keep the client's run length")
     ap.add_argument("--half-split", action="store_true",
                     help="also fit on every other row (by id) and report the error on the rows not fitted")
+    ap.add_argument("--ttft-parts", action="store_true",
+                    help="also take each DES TTFT row's predicted mean apart along the request's path "
+                         "(API server and client trip, queue, prefill iterations, first token back)")
     ap.add_argument("--fit-des-scale", type=positive_type, default=0.3,
                     help="--fit: DES request counts x this while fitting (the final table uses all; "
                          "client rows keep their run length)")

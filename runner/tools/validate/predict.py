@@ -129,6 +129,17 @@ class Runner:
         return 1.0 if case.workload.get("client") else self.des_scale
 
     def predict(self, case: Case, params: dict | None = None) -> float:
+        s = self.summary(case, params)
+        v = s.get(case.key)
+        if v is None and case.key == "total_throughput_tok_s" and case.engine == "analytical":
+            # a static batch processes prompt + output tokens per request in the same time
+            wl = case.workload
+            v = s["throughput_tok_s"] * (wl["prompt_len"] + wl["output_len"]) / wl["output_len"]
+        return float(v) if v is not None else float("nan")
+
+    def summary(self, case: Case, params: dict | None = None) -> dict:
+        """The whole summary of ``case``'s run with ``params`` swapped in (one run per setup and
+        parameter set; the rows of one benchmark point share it)."""
         specs, des = self.specs(case)
         # the parameters this row depends on: the calibration's and its own profile's (another
         # profile's host costs do not touch it, so a fit moving them re-runs only that profile's rows)
@@ -140,12 +151,7 @@ class Runner:
             if len(self._summaries) > 20_000:
                 self._summaries.clear()
             s = self._summaries[key] = self._summary(case, specs, des, params)
-        v = s.get(case.key)
-        if v is None and case.key == "total_throughput_tok_s" and case.engine == "analytical":
-            # a static batch processes prompt + output tokens per request in the same time
-            wl = case.workload
-            v = s["throughput_tok_s"] * (wl["prompt_len"] + wl["output_len"]) / wl["output_len"]
-        return float(v) if v is not None else float("nan")
+        return s
 
     def _summary(self, case: Case, specs, des, params: dict | None) -> dict:
         """The run's summary (analytical or DES) with ``params`` swapped in."""

@@ -111,6 +111,35 @@ def table_text(cases: list[Case], summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ttft_parts_text(cases: list[Case], runner, params=None) -> str:
+    """The mean TTFT of each predicted DES TTFT row taken apart along the request's path
+    (engine.des.ttft_parts: path = API server + client round trip out, queue of which ahead,
+    prefill iterations, first token back), beside the measured mean. The parts are means over the
+    same requests as the predicted mean, so path + queue + prefill + first_token = predicted [ms]."""
+    from engine.des.ttft_parts import PARTS
+    from runner.tools.cli import table_text as format_table
+
+    rows = []
+    for c in cases:
+        if c.skip or c.metric != "ttft" or c.engine != "des" or not math.isfinite(c.predicted):
+            continue
+        s = runner.summary(c, params)
+        if f"ttft_{PARTS[0]}_ms_mean" not in s:
+            continue
+        rows.append({"id": c.id, "clients": c.workload.get("concurrency", ""), "measured": c.measured,
+                     "predicted": c.predicted,
+                     **{p: s.get(f"ttft_{p}_ms_mean", float("nan")) for p in PARTS},
+                     "error": f"{c.error:+.1%}"})
+    if not rows:
+        return ""
+    import polars as pl
+
+    df = pl.DataFrame([{k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in r.items()} for r in rows])
+    return ("\nTTFT along the request's path (mean ms; path = API server + client trip out, "
+            "queue includes ahead, prefill = admission to the engine's first token, first_token = "
+            "trip back; path + queue + prefill + first_token = predicted):\n" + format_table(df) + "\n")
+
+
 def write_files(out: Path, csv_path: Path, sha: str, calibration: str, params, text: str, summary: dict,
                 cases: list[Case], split) -> None:
     """The output folder: table.csv (every row, full precision), report.md (the text), summary.json."""
