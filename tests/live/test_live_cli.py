@@ -91,9 +91,9 @@ def _observe(args, timeout=900):
 
 @pytest.fixture(scope="module")
 def round_trip(tmp_path_factory):
-    """(measurement, simllm-calibrate's fit.json, median TTFT lateness [ms], median TPOT ratio - 1)
-    of one observed run; the lateness and ratio are against the DES replay of the same requests
-    at the hidden point."""
+    """(measurement, simllm-calibrate's fit.json, median TTFT lateness [ms], median TPOT ratio - 1,
+    (mean TTFT lateness, its standard error) [ms]) of one observed run; the lateness and ratio are
+    against the DES replay of the same requests at the hidden point."""
     import numpy as np
 
     from engine.calibration.measurements import read_measurement, request_stream
@@ -128,8 +128,9 @@ def round_trip(tmp_path_factory):
     print("\n".join(f"{k}: hidden {v:.4g}, recovered {fit['params'][k]:.4g} ({fit['params'][k] / v - 1:+.1%}), "
                     f"95 % range {fit['ranges_95'][k]['low']:.4g}..{fit['ranges_95'][k]['high']:.4g}"
                     for k, v in HIDDEN.items()))
-    print(f"TTFT lateness vs replay: median {np.median(d_ttft):.3f} ms")
-    return m, fit, float(np.median(d_ttft)), float(np.nanmedian(r_tpot))
+    lat = (float(np.mean(d_ttft)), float(np.std(d_ttft, ddof=1) / np.sqrt(len(d_ttft))))
+    print(f"TTFT lateness vs replay: median {np.median(d_ttft):.3f} ms, mean {lat[0]:.3f} +- {lat[1]:.3f} ms")
+    return m, fit, float(np.median(d_ttft)), float(np.nanmedian(r_tpot)), lat
 
 
 @pytest.mark.slow
@@ -137,7 +138,7 @@ def test_round_trip_timing(round_trip):
     """The observed requests are the DES's at the hidden point (the replay of the same requests):
     TTFT within 2 ms of simulated time (the HTTP path's lateness / 10: 0.4 ms measured on an idle
     2-core machine, 1.2 ms at load 8), TPOT within 1 %."""
-    m, fit, d_ttft, r_tpot = round_trip
+    m, fit, d_ttft, r_tpot, _ = round_trip
     assert len(m) == 80
     assert m.workload["arrival"] == "closed_loop"        # replayed as the closed loop it was
     assert abs(d_ttft) < 2.0 and abs(r_tpot) < 0.01
@@ -152,15 +153,20 @@ def test_round_trip_recovers_within_10_percent(round_trip):
     independently against the DES replay at the hidden point (0.4 ms on an idle 2-core machine,
     0.7 ms at load 5, 1.2 ms at load 8: a fixed 5 ms target would fail on a busy machine for a
     fit that is right). Cross-check: the fitted overheads' sum exceeds the hidden sum (7 ms) by
-    that lateness within 0.1 ms."""
-    _, fit, d_ttft, _ = round_trip
+    that lateness. The fit's loss is soft-L1 on log ratios, so its intercept lies between the
+    lateness's median and its mean, which differ under load (the lateness is right-skewed: a
+    loaded run had 0.37 ms median against a fitted 0.48 ms excess); the excess must lie in that
+    interval widened by 0.1 ms or three standard errors of the mean, whichever is larger."""
+    _, fit, d_ttft, _, (lat_mean, lat_se) = round_trip
     p = fit["params"]
     expect = {**HIDDEN, "per_request_overhead_s": HIDDEN["per_request_overhead_s"] + d_ttft * 1e-3}
     for k, v in expect.items():
         assert p[k] == pytest.approx(v, rel=0.10), (k, p[k], v)
         assert fit["ranges_95"][k]["identifiable"], (k, fit["ranges_95"][k])
     excess_ms = (p["step_overhead_s"] + p["per_request_overhead_s"] - 0.007) * 1e3
-    assert excess_ms == pytest.approx(d_ttft, abs=0.1)
+    tol = max(0.1, 3 * lat_se)
+    assert min(d_ttft, lat_mean) - tol <= excess_ms <= max(d_ttft, lat_mean) + tol, \
+        (excess_ms, d_ttft, lat_mean, lat_se)
 
 
 @pytest.mark.slow
