@@ -42,6 +42,26 @@ def _log_if_wide(ax, axis: str, values) -> None:
         a.set_minor_formatter(NullFormatter())  # minor labels collide on a short decade
 
 
+def _spans(ax, axis: str, at, lo, hi, color, gid: str, **style):
+    """Intervals as capped bars: ``axis`` x -> horizontal bars from lo[i] to hi[i] at height
+    at[i], y -> vertical ones at abscissa at[i]. Drawn as an errorbar about the midpoint with no
+    marker (a prediction interval carries the model's bias, so it need not contain the point);
+    the bars' LineCollection gets ``gid`` (tests and readers find it by that)."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+    xy, err = ((mid, at), "xerr") if axis == "x" else ((at, mid), "yerr")
+    eb = ax.errorbar(*xy, fmt="none", ecolor=color, capsize=3, elinewidth=1.4, zorder=2.5,
+                     **{err: half}, **style)
+    for lc in eb.lines[2]:
+        lc.set_gid(gid)
+    return eb
+
+
+def _interval_label(level: float | None, what: str) -> str:
+    """Legend text of an interval: '80 % prediction interval of the p50' (level unknown: no %)."""
+    return (f"{level:.0%} " if level else "") + f"prediction interval of {what}"
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path)
@@ -151,16 +171,22 @@ def latency_vs(x: dict[str, float], series: dict[str, str], ttft: dict[str, tupl
     return _save(fig, path)
 
 
-def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path: Path) -> Path | None:
+def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path: Path,
+         intervals: dict | None = None, level: float | None = None) -> Path | None:
     """Empirical CDFs of per-request TTFT and TPOT (ms), one curve per run, overlaid.
 
-    samples: run -> {'ttft': ms array, 'tpot': ms array}."""
+    samples: run -> {'ttft': ms array, 'tpot': ms array}; intervals: run -> {'ttft'|'tpot':
+    [(quantile, lo ms, hi ms), ...]}, the prediction intervals of the run's p50 and p99
+    (uncertainty.enabled, at ``level``), drawn as horizontal bars at those heights in the run's
+    colour. The rest of the curve gets no band: the error model is fitted on centre and tail
+    statistics (engine.uncertainty.regimes), not on every quantile."""
     plt = _plt()
     runs = [r for r in samples if any(len(v) for v in samples[r].values())]
     if not runs:
         return None
     colors = dict(zip(runs, _colors(len(runs))))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    barred = False
     for ax, what in zip(axes, ("ttft", "tpot")):
         allv = []
         for r in runs:
@@ -171,12 +197,21 @@ def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path
             allv.extend([v[0], v[-1]])
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=colors[r],
                     label=labels.get(r, r[:8]))
+            bars = (intervals or {}).get(r, {}).get(what) or []
+            if bars:
+                q, lo, hi = zip(*bars)
+                _spans(ax, "x", q, lo, hi, colors[r], gid="interval-x")
+                allv.extend(lo + hi)
+                barred = True
         ax.set_xlabel(f"{what.upper()} (ms)")
         ax.set_ylabel("fraction of requests")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{what.upper()} CDF")
         _log_if_wide(ax, "x", allv)
     handles, lbls = axes[0].get_legend_handles_labels()
+    if barred:
+        handles.append(plt.Line2D([], [], color="0.3", marker="|", ms=8, mew=1.4, lw=1.4))
+        lbls.append(_interval_label(level, "p50 and p99 (bars at 0.5 and 0.99)"))
     if lbls and len(lbls) <= _MAX_LEGEND:
         fig.legend(handles, lbls, loc="lower center", ncol=min(len(lbls), 3), frameon=False)
         fig.tight_layout(rect=(0, 0.07 * (1 + (len(lbls) - 1) // 3), 1, 1))
@@ -222,14 +257,23 @@ def _label_points(ax, items, fontsize=7.5) -> None:
                     fontsize=fontsize)
 
 
+def _reaches(front: list[int], xs, ys, corner: tuple) -> bool:
+    """Whether the point ``corner`` (a dominated point's optimistic interval corner: x hi, y hi)
+    is dominated by no frontier point, i.e. its interval reaches the frontier."""
+    return not any(xs[j] >= corner[0] and ys[j] >= corner[1] for j in front)
+
+
 def pareto(points: list[tuple], path: Path,
-           ylabel: str = "throughput (tokens/s per GPU)") -> Path | None:
+           ylabel: str = "throughput (tokens/s per GPU)", level: float | None = None) -> Path | None:
     """Throughput per GPU vs tokens/s per user; the frontier joined, each frontier point labelled
     with its partition, the highest-throughput frontier point starred. When several configs each
     bring a grid of points, each gets its own frontier and only its best point is labelled.
 
-    points: (tok/s/user, tok/s/GPU, partition label, config label) - one per run, or one per row of
-    a run's grid table (the analytical engine's Pareto sweep)."""
+    points: (tok/s/user, tok/s/GPU, partition label, config label[, x interval, y interval]) - one
+    per run, or one per row of a run's grid table (the analytical engine's Pareto sweep). An
+    interval is (lo, hi) or None (uncertainty off, grid rows): drawn as bars in that axis; the
+    frontier runs through the point predictions, and a dominated point whose optimistic corner
+    (x hi, y hi) no frontier point dominates is ringed: within its interval it may be on the front."""
     plt = _plt()
     pts = [p for p in points if p[0] is not None and p[1] is not None
            and np.isfinite(p[0]) and np.isfinite(p[1])]
@@ -248,7 +292,15 @@ def pareto(points: list[tuple], path: Path,
                    label=None if per_config or not colors else g)
     if not colors:
         ax.collections[0].set_label("configs" if len(pts) <= len(groups) else "grid points")
-    labelled = []
+    ivs = [(p[4] if len(p) > 4 else None, p[5] if len(p) > 5 else None) for p in pts]
+    for axis, k in (("x", 0), ("y", 1)):
+        for g in groups:
+            gi = [i for i in members[g] if ivs[i][k] is not None]
+            if gi:
+                at = [(ys if axis == "x" else xs)[i] for i in gi]
+                _spans(ax, axis, at, [ivs[i][k][0] for i in gi], [ivs[i][k][1] for i in gi],
+                       colors.get(g, "0.45"), gid=f"interval-{axis}", alpha=0.8)
+    labelled, fronts = [], []
     if per_config:  # grid tables of several configs: one frontier per config, its best labelled
         for g in groups:
             gi = members[g]
@@ -256,13 +308,24 @@ def pareto(points: list[tuple], path: Path,
             ax.plot([xs[i] for i in f], [ys[i] for i in f], "o-", ms=4, lw=1.6,
                     color=colors.get(g, "tab:red"), zorder=3, label=f"{g} frontier")
             labelled.append(max(f, key=lambda i: ys[i]))
+            fronts.append((gi, f))
         win = max(labelled, key=lambda i: ys[i])
     else:
         front = pareto_front(xs, ys)
         ax.plot([xs[i] for i in front], [ys[i] for i in front], "o-", color="tab:red", ms=6,
                 label="Pareto frontier", zorder=3)
         labelled = front
+        fronts.append((range(len(pts)), front))
         win = max(front, key=lambda i: ys[i])
+    ringed = [i for gi, f in fronts for i in gi if i not in f and any(ivs[i]) and _reaches(
+        f, xs, ys, tuple(iv[1] if iv else v for iv, v in zip(ivs[i], (xs[i], ys[i]))))]
+    if any(a or b for a, b in ivs):
+        ax.plot([], [], color="0.45", marker="|", ms=8, mew=1.4, lw=1.4,
+                label=_interval_label(level, "each run (bars)"))
+    if ringed:
+        ax.scatter([xs[i] for i in ringed], [ys[i] for i in ringed], s=110, facecolor="none",
+                   edgecolor="tab:red", linewidth=1.2, zorder=3, gid="reaches-front",
+                   label="dominated, but its interval reaches the frontier")
     best = pts[win][3]
     ax.scatter([xs[win]], [ys[win]], marker="*", s=260, color="gold", edgecolor="black", zorder=4,
                label=f"best tok/s/GPU: {pts[win][2]}" + (f" ({best})" if best and len(groups) > 1 else ""))

@@ -186,6 +186,30 @@ def _partition(row: dict) -> str:
     return s or f"tp{p['tp'] or 1}"
 
 
+def _interval(row: dict, key: str) -> tuple[float, float] | None:
+    """(lo, hi) of a run's metric ``key``: its ``<key>_lo`` / ``<key>_hi`` metrics
+    (uncertainty.enabled, runner.intervals); None when the run has none."""
+    lo, hi = row.get(f"metrics.{key}_lo"), row.get(f"metrics.{key}_hi")
+    return None if lo is None or hi is None or lo != lo or hi != hi else (lo, hi)
+
+
+def _interactivity_interval(row: dict) -> tuple[float, float] | None:
+    """(lo, hi) tok/s per user. Both engines define interactivity as 1000 / TPOT p50 (ms), so the
+    TPOT p50's interval maps onto it exactly: [1000 / tpot hi, 1000 / tpot lo]; None when the run
+    has no TPOT interval or its interactivity is not 1000 / its TPOT p50."""
+    iv, tpot = _interval(row, "tpot_ms_p50"), row.get("metrics.tpot_ms_p50")
+    x = row.get("metrics.interactivity_tok_s_per_user")
+    if iv is None or not tpot or x is None or not np.isclose(x, 1e3 / tpot, rtol=1e-6):
+        return None
+    return 1e3 / iv[1], 1e3 / iv[0]
+
+
+def _level(rows: dict) -> float | None:
+    """The runs' common interval level (metric ``uncertainty_level``), else None."""
+    levels = {r.get("metrics.uncertainty_level") for r in rows.values()} - {None}
+    return levels.pop() if len(levels) == 1 else None
+
+
 def _grid_label(row: dict) -> str:
     """'PP1-TP4-EP1-SP1' + batch 64 -> 'TP4 b64' (parts equal to 1 left out)."""
     part = row.get("partition") or "-".join(f"{k.upper()}{int(row[k])}" for k in ("pp", "tp", "ep", "sp")
@@ -196,8 +220,8 @@ def _grid_label(row: dict) -> str:
 
 
 def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple], str]:
-    """One point per run from its metrics, or one per row of a run's grid table (Pareto sweep);
-    and which throughput: a grid uses the one its run's frontier used
+    """One point per run from its metrics (with its intervals, ``plots.pareto``), or one per row
+    of a run's grid table (Pareto sweep; no intervals); and which throughput: a grid uses the one its run's frontier used
     (``engine.analytical.pareto.throughput``: decode or e2e)."""
     pts, kinds = [], set()
     for rid, r in rows.items():
@@ -211,7 +235,8 @@ def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple],
         else:
             kinds.add("e2e")
             pts.append((r.get("metrics.interactivity_tok_s_per_user"),
-                        r.get("metrics.throughput_tok_s_per_gpu"), _partition(r), labels[rid]))
+                        r.get("metrics.throughput_tok_s_per_gpu"), _partition(r), labels[rid],
+                        _interactivity_interval(r), _interval(r, "throughput_tok_s_per_gpu")))
     return pts, ("decode " if kinds == {"decode"} else "")
 
 
@@ -301,8 +326,8 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
             xs = {r: v / one for r, v in xs.items()}
         xlabel = f"{short[xkey]}" + (f" ({unit})" if unit else "")
         name = "load.png" if load else "sensitivity.png"
-        bands = {w: {r: (rows[r].get(f"metrics.{w}_ms_p50_lo"), rows[r].get(f"metrics.{w}_ms_p50_hi"))
-                     for r in rows} for w in ("ttft", "tpot")}
+        bands = {w: {r: iv for r in rows if (iv := _interval(rows[r], f"{w}_ms_p50"))}
+                 for w in ("ttft", "tpot")}
         fig = plots.latency_vs(xs, series, lat["ttft"], lat["tpot"], xlabel, out / name,
                                "p50 / p99 vs load" if load else f"Sensitivity to {short[xkey]}", bands)
     sections.append(("p50 / p99 vs load" if load else "Latency vs swept parameter",
@@ -318,9 +343,17 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
             s = per_request(t)
             if s:
                 samples[rid] = s
-    fig = plots.cdfs(samples, labels, out / "cdf.png")
+    bars = {r: {w: [(q, *iv) for q, stat in ((0.5, "p50"), (0.99, "p99"))
+                    if (iv := _interval(rows[r], f"{w}_ms_{stat}"))] for w in ("ttft", "tpot")}
+            for r in samples}
+    level = _level(rows)
+    fig = plots.cdfs(samples, labels, out / "cdf.png", bars, level)
     sections.append(("TTFT and TPOT distributions", (
-        "Empirical CDFs over requests, one curve per run." if fig else
+        "Empirical CDFs over requests, one curve per run" + (
+            "; bars at 0.5 and 0.99: the prediction intervals of the run's p50 and p99 (the "
+            "error model is fitted on centre and tail statistics, so the rest of the curve has "
+            "no band; an interval carries the model's bias, so it need not contain the point)."
+            if any(any(b.values()) for b in bars.values()) else ".") if fig else
         "No per-request tables among these runs (the analytical engine has none; a DES run's "
         "table.parquet has one row per request)."), None, fig))
 
@@ -350,9 +383,14 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
                          "cumulative cost.", None, fig))
 
     pts, kind = _pareto_points(rows, tables, labels)
-    fig = plots.pareto(pts, out / "pareto.png", ylabel=f"{kind}throughput (tokens/s per GPU)")
+    fig = plots.pareto(pts, out / "pareto.png", ylabel=f"{kind}throughput (tokens/s per GPU)",
+                       level=level)
     sections.append(("Pareto frontier", "Throughput per GPU vs tokens/s per user; frontier points "
-                     "carry their partition, the star marks the highest throughput per GPU."
+                     "carry their partition, the star marks the highest throughput per GPU." + (
+                         " Bars: each run's prediction intervals (throughput per GPU; tok/s per "
+                         "user = 1000 / TPOT p50, from the TPOT p50's); the frontier joins the point "
+                         "predictions, and a ringed point is dominated but its interval reaches "
+                         "the frontier." if any(p[4] or p[5] for p in pts if len(p) > 4) else "")
                      if fig else "No run has both throughput metrics.", None, fig))
 
     head = (f"{df.height} configs from `{uri}` ({selection}); simllm {runner.__version__} at "
