@@ -10,6 +10,9 @@ import polars as pl
 
 #: Per-config series beyond this many share one legend entry per colour (legend would overflow).
 _MAX_LEGEND = 12
+#: Height (fraction of requests) over which the CDF plot spreads the runs' interval bars below
+#: the p50 and p99 levels, so that bars of several runs do not cover each other.
+_DODGE = 0.12
 
 
 def _plt():
@@ -178,13 +181,15 @@ def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path
     samples: run -> {'ttft': ms array, 'tpot': ms array}; intervals: run -> {'ttft'|'tpot':
     [(quantile, lo ms, hi ms), ...]}, the prediction intervals of the run's p50 and p99
     (uncertainty.enabled, at ``level``), drawn as horizontal bars at those heights in the run's
-    colour. The rest of the curve gets no band: the error model is fitted on centre and tail
-    statistics (engine.uncertainty.regimes), not on every quantile."""
+    colour, the i-th run's lowered by i x ``_DODGE`` / number of runs (at most 0.02) so that
+    runs' bars stay apart. The rest of the curve gets no band: the error model is fitted on
+    centre and tail statistics (engine.uncertainty.regimes), not on every quantile."""
     plt = _plt()
     runs = [r for r in samples if any(len(v) for v in samples[r].values())]
     if not runs:
         return None
     colors = dict(zip(runs, _colors(len(runs))))
+    dodge = {r: -i * min(0.02, _DODGE / len(runs)) for i, r in enumerate(runs)}
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     barred = False
     for ax, what in zip(axes, ("ttft", "tpot")):
@@ -200,7 +205,7 @@ def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path
             bars = (intervals or {}).get(r, {}).get(what) or []
             if bars:
                 q, lo, hi = zip(*bars)
-                _spans(ax, "x", q, lo, hi, colors[r], gid="interval-x")
+                _spans(ax, "x", np.add(q, dodge[r]), lo, hi, colors[r], gid="interval-x")
                 allv.extend(lo + hi)
                 barred = True
         ax.set_xlabel(f"{what.upper()} (ms)")
@@ -211,7 +216,8 @@ def cdfs(samples: dict[str, dict[str, np.ndarray]], labels: dict[str, str], path
     handles, lbls = axes[0].get_legend_handles_labels()
     if barred:
         handles.append(plt.Line2D([], [], color="0.3", marker="|", ms=8, mew=1.4, lw=1.4))
-        lbls.append(_interval_label(level, "p50 and p99 (bars at 0.5 and 0.99)"))
+        lbls.append(_interval_label(level, "p50 and p99 (bars at 0.5 and 0.99" +
+                                    (", one row per run)" if len(runs) > 1 else ")")))
     if lbls and len(lbls) <= _MAX_LEGEND:
         fig.legend(handles, lbls, loc="lower center", ncol=min(len(lbls), 3), frameon=False)
         fig.tight_layout(rect=(0, 0.07 * (1 + (len(lbls) - 1) // 3), 1, 1))

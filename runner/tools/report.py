@@ -350,7 +350,8 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
     fig = plots.cdfs(samples, labels, out / "cdf.png", bars, level)
     sections.append(("TTFT and TPOT distributions", (
         "Empirical CDFs over requests, one curve per run" + (
-            "; bars at 0.5 and 0.99: the prediction intervals of the run's p50 and p99 (the "
+            "; bars at 0.5 and 0.99 (one row per run, stacked just below): the prediction "
+            "intervals of the run's p50 and p99 (the "
             "error model is fitted on centre and tail statistics, so the rest of the curve has "
             "no band; an interval carries the model's bias, so it need not contain the point)."
             if any(any(b.values()) for b in bars.values()) else ".") if fig else
