@@ -61,7 +61,7 @@ def _spans(ax, axis: str, at, lo, hi, color, gid: str, **style):
 
 
 def _interval_label(level: float | None, what: str) -> str:
-    """Legend text of an interval: '80 % prediction interval of the p50' (level unknown: no %)."""
+    """Legend text of an interval: '80% prediction interval of WHAT' (level unknown: no %)."""
     return (f"{level:.0%} " if level else "") + f"prediction interval of {what}"
 
 
@@ -279,7 +279,8 @@ def pareto(points: list[tuple], path: Path,
     per run, or one per row of a run's grid table (the analytical engine's Pareto sweep). An
     interval is (lo, hi) or None (uncertainty off, grid rows): drawn as bars in that axis; the
     frontier runs through the point predictions, and a dominated point whose optimistic corner
-    (x hi, y hi) no frontier point dominates is ringed: within its interval it may be on the front."""
+    (x hi, y hi) no frontier point dominates is ringed: within its intervals it may be on the
+    frontier."""
     plt = _plt()
     pts = [p for p in points if p[0] is not None and p[1] is not None
            and np.isfinite(p[0]) and np.isfinite(p[1])]

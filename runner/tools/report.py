@@ -206,7 +206,8 @@ def _interactivity_interval(row: dict) -> tuple[float, float] | None:
 
 def _level(rows: dict) -> float | None:
     """The runs' common interval level (metric ``uncertainty_level``), else None."""
-    levels = {r.get("metrics.uncertainty_level") for r in rows.values()} - {None}
+    levels = {v for r in rows.values()
+              if (v := r.get("metrics.uncertainty_level")) is not None and v == v}
     return levels.pop() if len(levels) == 1 else None
 
 
@@ -221,8 +222,8 @@ def _grid_label(row: dict) -> str:
 
 def _pareto_points(rows: dict, tables: dict, labels: dict) -> tuple[list[tuple], str]:
     """One point per run from its metrics (with its intervals, ``plots.pareto``), or one per row
-    of a run's grid table (Pareto sweep; no intervals); and which throughput: a grid uses the one its run's frontier used
-    (``engine.analytical.pareto.throughput``: decode or e2e)."""
+    of a run's grid table (Pareto sweep; no intervals); and which throughput: a grid uses the one
+    its run's frontier used (``engine.analytical.pareto.throughput``: decode or e2e)."""
     pts, kinds = [], set()
     for rid, r in rows.items():
         t = tables.get(rid)
@@ -351,9 +352,9 @@ def build(uri: str, df: pl.DataFrame, out: Path, title: str, selection: str,
     sections.append(("TTFT and TPOT distributions", (
         "Empirical CDFs over requests, one curve per run" + (
             "; bars at 0.5 and 0.99 (one row per run, stacked just below): the prediction "
-            "intervals of the run's p50 and p99 (the "
-            "error model is fitted on centre and tail statistics, so the rest of the curve has "
-            "no band; an interval carries the model's bias, so it need not contain the point)."
+            "intervals of the run's p50 and p99 (the error model is fitted on centre and tail "
+            "statistics, so the rest of the curve has no band; an interval carries the model's "
+            "bias, so it need not contain the point)."
             if any(any(b.values()) for b in bars.values()) else ".") if fig else
         "No per-request tables among these runs (the analytical engine has none; a DES run's "
         "table.parquet has one row per request)."), None, fig))
