@@ -190,3 +190,29 @@ def save(table: dict, path: Path | str | None = None) -> Path:
     tmp.write_text(to_json(table))
     tmp.replace(p)
     return p
+
+
+def summary(table: LocoTable, levels=(0.5, 0.8, 0.9, 0.95)) -> list[str]:
+    """Printable lines: per framework and group, the points, held-out chips, median r and q_loco at
+    ``levels`` (each the stored level >= the one named)."""
+    lines = [f"{'framework':9} {'group':15} {'points':>8} {'chips':>5} {'median r':>9} "
+             + " ".join(f"{'q ' + format(lv, 'g'):>7}" for lv in levels)]
+    for fw in sorted(table.frameworks):
+        groups = table.frameworks[fw]
+        for name in [GROUP] + sorted(g for g in groups if g != GROUP):
+            g = groups[name]
+            qs = [table.quantile(fw, lv, name) for lv in levels]
+            lines.append(f"{fw:9} {name:15} {g['n']:>8,} {len(g['chips']):>5} {g['median']:>+9.3f} "
+                         + " ".join(f"{q.q:>7.3f}" if q else f"{'-':>7}" for q in qs))
+    return lines
+
+
+if __name__ == "__main__":   # python -m engine.uncertainty.loco [TABLE]: the shipped table's quantiles
+    import sys
+
+    t = LocoTable.load(sys.argv[1] if len(sys.argv) > 1 else None)
+    print("\n".join(summary(t)))
+    p = t.provenance
+    print(f"({p.get('command')} at {p.get('git_commit', '?')[:12]}, {p.get('date')}, tables "
+          f"{p.get('tables', {}).get('path')} sha256 {p.get('tables', {}).get('sha256', '?')[:12]}, "
+          f"{p.get('cpu_s', '?')} CPU-s)")

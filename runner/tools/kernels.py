@@ -137,7 +137,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(OUT), help="output folder (default: engine/cost/data)")
     ap.add_argument("--loco", action="store_true",
                     help="derive nothing: write the transfer backend's leave-one-chip-out error table "
-                         "from --out's tables.npz to --loco-out (about 25 CPU-s)")
+                         "from --out's tables.npz to --loco-out (one transfer refit per held-out chip "
+                         "and framework; its provenance records the CPU-s)")
     ap.add_argument("--loco-out", default=str(LOCO_OUT),
                     help="--loco: where the table goes (default: engine/uncertainty/data/transfer_loco.json)")
     add_quiet(ap)
