@@ -12,9 +12,9 @@ with t in seconds per call on one GPU. Collectives are scored only on chips with
 fabric (scale-up bandwidth >= ``transfer.MIN_FABRIC_BYTES_S``), the chips their curves are fitted
 on (a PCIe chip's host-staged all-reduce says nothing about its link's spec bandwidth).
 
-Cost: one ``fit_all`` per (chip, framework), about 1.3-1.6 CPU-s each on the shipped tables
-(6 chips x 3 frameworks: about 25 CPU-s); evaluating the held-out points is a few ms per class.
-Used by ``simllm-kernels --loco`` (the shipped ``engine/uncertainty/data/transfer_loco.json``)
+Cost: one ``fit_all`` per (chip, framework), 0.4-3 CPU-s each on the shipped tables (6 chips x 3
+frameworks: 25-30 CPU-s here; the table's provenance records it); evaluating the held-out points
+is a few ms per class. Used by ``simllm-kernels --loco`` (the shipped ``engine/uncertainty/data/transfer_loco.json``)
 and ``benchmarks/bench_kernels.py``.
 """
 
@@ -46,7 +46,7 @@ def held_out(tables: dict, chip: str, fw: str, fits: dict, cls: str):
 
 
 def chips_with(tables: dict, fw: str) -> list[str]:
-    """The table sets with at least one ``fw`` (or NCCL) table, in the tables' order."""
+    """The table sets with at least one ``fw`` table, in the tables' order."""
     return [c for c in tables["chips"].tolist() if any(k.startswith(f"{c}/{fw}/") for k in tables)]
 
 

@@ -99,3 +99,12 @@ def test_shipped_table_is_complete_and_relative():
         q = [x for x in g["q"] if x is not None]
         assert len(q) == len(LEVELS) and q == sorted(q)
     assert Path(SHIPPED).name == "transfer_loco.json"
+
+
+def test_unknown_held_out_chip_is_named():
+    """engine.cost.loco.residuals refuses a chip with no tables of the framework before any refit."""
+    from engine.cost.loco import residuals
+    from engine.cost.model import shipped_tables
+
+    with pytest.raises(ValueError, match="chips nope: no vllm kernel tables.*h100_sxm"):
+        residuals(shipped_tables(), "vllm", chips=["nope"])
