@@ -135,3 +135,28 @@ def test_regenerated_table_matches_the_shipped_one(tmp_path):
     prov = t["provenance"]
     assert prov["tables"]["path"] == "engine/cost/data/tables.npz" and prov["chips_held_out"]["vllm"]
     assert prov["command"] == "simllm-kernels --loco" and not str(path).startswith(str(OUT))
+
+
+def test_plan_confidence_uses_the_widened_factor(monkeypatch, table, loco):
+    """simllm-plan's confidence search slows every step by the TPOT interval's upper factor: on
+    gh200 (transfer) that is the widened exp(-(0.045 - 0.10062306)) = 1.0571991 (module docstring),
+    where the unwidened factor would be 1 (clipped to >= 1). The probe and search are stubbed: only the
+    factor handed to engine.plan.confidence.slowed is checked."""
+    from types import SimpleNamespace
+
+    import engine.plan.confidence as conf
+    import engine.plan.probe as probe
+    import engine.plan.search as search
+    from runner.tools.plan import confident_search
+    from tests.conftest import compose_specs
+
+    seen = {}
+    monkeypatch.setattr(conf, "slowed", lambda specs, f: seen.setdefault("f", f) and specs)
+    monkeypatch.setattr(probe, "Probe", lambda *a, **k: None)
+    monkeypatch.setattr(search, "find_max_rate",
+                        lambda *a, **k: SimpleNamespace(rate=0.0, status="stub", runs=0))
+    plan = SimpleNamespace(confidence=0.8, slo=None, rule=None, target_rps=0,
+                           search=SimpleNamespace(precision=0.1, step=2.0, min_rate=0.1, max_rate=10.0))
+    out = confident_search(compose_specs("hardware=gh200"), plan, 1.0,
+                           {"uncertainty": {"table": table, "loco_table": loco}}, None)
+    assert seen["f"] == pytest.approx(1.0571991, rel=1e-7) and out["factor"] == seen["f"]
