@@ -28,7 +28,8 @@ given kernel times, as on the validation rows) plus the kernel times' transfer e
 chip; taking the two independent and each normal on the log scale with zero-centred quantiles
 q = z sigma at a common level, their sum has sigma = sqrt(sigma_a^2 + sigma_b^2), hence
 q_total = z sqrt(sigma_a^2 + sigma_b^2) = sqrt(q_a^2 + q_b^2). For other shapes it is an
-approximation between max(q_a, q_b) and the worst case q_a + q_b.
+approximation, always between max(q_a, q_b) and the worst case q_a + q_b (the two errors at
+their bounds with the same sign).
 
 **Which classes.** ``GROUP`` (``"gemm+attention"``): every GEMM class and the attention cores
 (MHA/GQA and MLA, prefill and decode) of the job's kernel-table framework, pooled point by point:
