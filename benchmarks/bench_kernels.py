@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.cost import grid, kernel_model, transfer
+from engine.cost import grid, kernel_model, loco, transfer
 from engine.cost.derive import GRIDS
 from engine.cost.model import shipped_tables
 from engine.spec import HardwareSpec
@@ -48,21 +48,19 @@ def _stats(e):
 
 
 def transfer_errors(t, chip, fw, fits, cls):
-    """(transfer, roofline) relative errors on every measured point of one class."""
-    if cls == "all_reduce":
-        pts = transfer.comm_points(t, chip, fw, cls)
-        if pts is None or cls not in fits:
-            return [], []
-        bus, n, link, meas = pts
-        pred = transfer.comm_time(fits[cls]["params"], bus, n, link)
-        roof = bus / (link * COMM_EFF) + (n - 1) * HOP_S
-        return pred / meas - 1, roof / meas - 1
-    pts = transfer.op_points(t, chip, fw, cls, thin=False)
-    if pts is None or cls not in fits:
+    """(transfer, roofline) relative errors on every measured point of one class: the transfer
+    prediction is engine.cost.loco.held_out's (the one LOCO computation, also behind
+    simllm-kernels --loco), the roofline uses the same points."""
+    h = loco.held_out(t, chip, fw, fits, cls)
+    if h is None:
         return [], []
-    Tc, Tb, sc, sb, sx, meas = pts
-    pred = transfer.op_time(fits[cls]["params"], Tc, Tb, sc, sb, sx)
-    roof = np.maximum(Tc / COMPUTE_EFF, Tb / BW_EFF)
+    pred, meas, pts = h
+    if cls in transfer.COMM_CLASSES:
+        bus, n, link, _ = pts
+        roof = bus / (link * COMM_EFF) + (n - 1) * HOP_S
+    else:
+        Tc, Tb = pts[0], pts[1]
+        roof = np.maximum(Tc / COMPUTE_EFF, Tb / BW_EFF)
     return pred / meas - 1, roof / meas - 1
 
 

@@ -1,7 +1,10 @@
 """Prediction intervals on a job's headline metrics (``uncertainty`` config group): the job's
 regime (load kind, framework profile, precision, kernel backend) looked up in the error model
 of ``engine.uncertainty``, ``*_lo`` / ``*_hi`` added to the summary, one assumption per metric
-naming the regime and its row count. Nothing here runs when ``uncertainty.enabled`` is false."""
+naming the regime and its row count. A job priced by the transfer backend (a chip with no measured
+kernel tables) has each interval widened by the transfer curves' leave-one-chip-out error
+(``engine.uncertainty.loco``): half-width sqrt(q_regime^2 + q_loco^2) on the log scale. Nothing
+here runs when ``uncertainty.enabled`` is false."""
 
 import functools
 
@@ -41,15 +44,58 @@ def model_for(table: str | None) -> ErrorModel:
     return ErrorModel.load(table or None)
 
 
-def annotate(summary: dict, specs, engine: str, level: float, table: str | None = None) -> list:
+@functools.lru_cache(maxsize=None)
+def loco_for(table: str | None):
+    """The transfer LOCO table of ``table`` (None or '': the shipped one), read once per process."""
+    from engine.uncertainty.loco import LocoTable
+    return LocoTable.load(table or None)
+
+
+def transfer_widening(specs, base: dict, level: float, loco_table: str | None = None):
+    """The LOCO quantile (engine.uncertainty.loco.LocoQuantile) that widens a job's intervals:
+    the pooled GEMM + attention group of the job's kernel-table framework at ``level``, when the
+    job's backend is transfer; None for every other backend (nothing is read). Raises SpecError
+    naming uncertainty.loco_table when the table is missing, malformed or cannot give one."""
+    if base["backend"] != "transfer":
+        return None
+    from engine.errors import SpecError
+
+    try:
+        lt = loco_for(loco_table)
+        lq = lt.quantile(specs.framework.kernel_tables, level)
+    except (FileNotFoundError, ValueError) as e:
+        raise SpecError("uncertainty.loco_table", loco_table, str(e)) from None
+    if lq is None:
+        raise SpecError("uncertainty.loco_table", loco_table,
+                        f"a quantile at level {level} (the table's stored levels reach {lt.levels[-1]}, "
+                        "or its points are too few for the level); lower uncertainty.level")
+    return lq
+
+
+def _widened_note(iv0, iv, lq, path: str | None) -> str:
+    """The assumption's tail for a widened interval: the formula with its numbers, the unwidened
+    factors, and the LOCO points the quantile rests on."""
+    return (f"; widened by the transfer backend's leave-one-chip-out (LOCO) error from x{iv0.lo_factor:.3f} to "
+            f"x{iv0.hi_factor:.3f}: half-width sqrt({iv0.q:.3f}^2 + {lq.q:.3f}^2) = {iv.q:.3f} (log scale), "
+            f"q_loco = the {lq.level:.1%} LOCO quantile of |ln(transfer / measured)| over {lq.n:,} "
+            f"{lq.framework} {lq.group} kernel points of {len(lq.chips)} held-out chips "
+            f"({', '.join(lq.chips)}; {path or 'engine/uncertainty/data/transfer_loco.json'})")
+
+
+def annotate(summary: dict, specs, engine: str, level: float, table: str | None = None,
+             loco_table: str | None = None) -> list:
     """Add ``<key>_lo`` / ``<key>_hi`` for each headline key of ``summary`` with a finite value;
-    return the assumptions (engine.result.Assumption) naming each interval's regime and rows."""
+    return the assumptions (engine.result.Assumption) naming each interval's regime and rows, and
+    for a transfer-priced job the LOCO widening (``transfer_widening``; engine.uncertainty.loco)."""
     import math
 
     from engine.result import Assumption
 
     em = model_for(table)
     base = base_regime(specs, engine)
+    lq = transfer_widening(specs, base, level, loco_table)
+    if lq is not None:
+        from engine.uncertainty.loco import widen
     notes, seen = [], {}
     for key in HEADLINE:
         v = summary.get(key)
@@ -60,12 +106,16 @@ def annotate(summary: dict, specs, engine: str, level: float, table: str | None 
             notes.append(Assumption(f"interval {key}", "none",
                                     f"fewer rows than a {level:.0%} interval needs in every regime of {base}"))
             continue
+        iv0 = iv
+        if lq is not None:
+            iv = widen(iv, lq.q)
         summary[f"{key}_lo"], summary[f"{key}_hi"] = iv.bounds(float(v))
         seen.setdefault(iv.regime, []).append(key)
         pooled = iv.regime.count("|") + 1 < len(FIELDS)
         notes.append(Assumption(f"interval {key}", f"{level:.0%}: x{iv.lo_factor:.3f} to x{iv.hi_factor:.3f}",
                                 f"split-conformal on ln(predicted/measured) of {iv.n} validation rows, regime "
                                 f"'{iv.regime}'" + (f" (pooled: the finer regimes of {', '.join(f'{k}={v}' for k, v in base.items())} "
-                                f"have fewer than {em.min_rows} rows or too few for the level)" if pooled else "")))
+                                f"have fewer than {em.min_rows} rows or too few for the level)" if pooled else "")
+                                + (_widened_note(iv0, iv, lq, loco_table) if lq is not None else "")))
     summary["uncertainty_level"] = level
     return notes

@@ -235,7 +235,9 @@ def intervals(cfg: DictConfig, specs, summary: dict) -> list:
     if not 0.0 < level < 1.0:
         raise SpecError("uncertainty.level", level, "a probability strictly between 0 and 1 (e.g. 0.8)")
     try:
-        return annotate(summary, specs, cfg.engine.name, level, unc.table)
+        return annotate(summary, specs, cfg.engine.name, level, unc.table, unc.get("loco_table"))
+    except SpecError:
+        raise
     except (FileNotFoundError, ValueError) as e:
         raise SpecError("uncertainty.table", unc.table, str(e)) from None
 

@@ -115,6 +115,7 @@ class UncertaintySchema:
     enabled: bool = True
     level: float = 0.8
     table: Optional[str] = None
+    loco_table: Optional[str] = None
 
 
 @dataclass

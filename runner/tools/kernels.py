@@ -1,8 +1,13 @@
 """simllm-kernels: regenerate the compact kernel tables and transfer fits shipped in engine/cost/data.
 
     simllm-kernels [KERNELS_DIR] [--out DIR]
+    simllm-kernels --loco [--out DIR] [--loco-out PATH]
 
-KERNELS_DIR defaults to ../shared/data/kernels beside the repository. The spec-sheet peaks of each
+KERNELS_DIR defaults to ../shared/data/kernels beside the repository. ``--loco`` derives nothing:
+from the tables in DIR (default engine/cost/data) it computes the transfer backend's
+leave-one-chip-out error (engine.cost.loco, about 25 CPU-s) and writes its quantiles
+(engine.uncertainty.loco) to PATH (default engine/uncertainty/data/transfer_loco.json), the
+table that widens the intervals of jobs priced by the transfer backend. The spec-sheet peaks of each
 measured chip come from the conf/hardware/*.yaml that names it in ``kernel_tables``. The work is
 done by engine.cost.derive (tables) and engine.cost.transfer (fits); this is the thin CLI.
 """
@@ -20,6 +25,7 @@ from runner.tools.cli import guard
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_KERNELS = paths.shared_file("kernels")     # $SIMLLM_SHARED_DATA overrides
 OUT = ROOT / "engine" / "cost" / "data"
+LOCO_OUT = ROOT / "engine" / "uncertainty" / "data" / "transfer_loco.json"
 
 README = """# Derived kernel tables (engine/cost/data)
 
@@ -82,6 +88,44 @@ def build(kernels_dir, out_dir) -> dict:
     return tables
 
 
+def _rel(path: Path) -> str:
+    """``path`` relative to the repository root where it lies inside it, else its name alone
+    (no absolute paths in shipped files)."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
+
+
+def loco(tables_path, out, frameworks=None, command: str = "simllm-kernels --loco") -> tuple[Path, dict]:
+    """Write the transfer backend's LOCO table (engine.uncertainty.loco.build) of the tables at
+    ``tables_path`` for ``frameworks`` (default: all three) to ``out``; returns (path, table)."""
+    import datetime as _dt
+    import hashlib
+    import time
+
+    from engine.cost import derive
+    from engine.cost import loco as cost_loco
+    from engine.uncertainty import loco as unc_loco
+    from runner.job import git_commit
+
+    tables_path = Path(tables_path)
+    tables = derive.load(tables_path)
+    res, held, cpu = {}, {}, 0.0
+    c0 = time.process_time()
+    for fw in frameworks or derive.FRAMEWORKS:
+        res[fw], refit = cost_loco.residuals(tables, fw)
+        held[fw] = list(refit)
+    cpu = time.process_time() - c0
+    prov = {"tables": {"path": _rel(tables_path), "sha256": hashlib.sha256(tables_path.read_bytes()).hexdigest()},
+            "transfer_model": "engine/cost/transfer.py", "residuals": "engine/cost/loco.py",
+            "chips_held_out": held, "frameworks": list(res), "command": command,
+            "cpu_s": round(cpu, 1), "git_commit": git_commit(), "date": _dt.date.today().isoformat()}
+    table = unc_loco.build(res, prov)
+    return unc_loco.save(table, out), table
+
+
 @guard("simllm-kernels")
 def main(argv=None) -> int:
     from engine.errors import SpecError
@@ -91,8 +135,30 @@ def main(argv=None) -> int:
     ap.add_argument("kernels_dir", nargs="?", default=str(DEFAULT_KERNELS),
                     help="measured tables (default: ../shared/data/kernels beside the repository)")
     ap.add_argument("--out", default=str(OUT), help="output folder (default: engine/cost/data)")
+    ap.add_argument("--loco", action="store_true",
+                    help="derive nothing: write the transfer backend's leave-one-chip-out error table "
+                         "from --out's tables.npz to --loco-out (one transfer refit per held-out chip "
+                         "and framework; its provenance records the CPU-s)")
+    ap.add_argument("--loco-out", default=str(LOCO_OUT),
+                    help="--loco: where the table goes (default: engine/uncertainty/data/transfer_loco.json)")
     add_quiet(ap)
     a = ap.parse_args(argv)
+    if a.loco:
+        src = Path(a.out) / "tables.npz"
+        if not src.is_file():
+            raise SpecError("--out", a.out, "a folder with the derived tables.npz (default engine/cost/data)")
+        cmd = "simllm-kernels --loco" + ("" if Path(a.out).resolve() == OUT.resolve() else f" --out {_rel(Path(a.out))}")
+        with Steps(["refitting the transfer curves without each chip"], "simllm-kernels", a.quiet) as steps:
+            steps.step("refitting the transfer curves without each chip")
+            path, table = loco(src, a.loco_out, command=cmd)
+        from engine.uncertainty.loco import GROUP
+        for fw, groups in table["frameworks"].items():
+            g = groups.get(GROUP)
+            if g:
+                q80 = g["q"][table["levels"].index(0.8)]
+                print(f"{fw}: {GROUP} q80 = {q80:.3f} on {g['n']:,} points of {len(g['chips'])} held-out chips")
+        print(f"wrote {path} ({table['provenance']['cpu_s']} CPU-s)")
+        return 0
     if not Path(a.kernels_dir).is_dir():
         raise SpecError("kernels_dir", a.kernels_dir, "a folder of measured kernel tables "
                         "(../shared/data/kernels)")

@@ -159,11 +159,16 @@ def confident_search(specs, plan, point_rps: float, cfg_dict: dict, on_run) -> d
     from engine.plan.probe import Probe
     from engine.plan.search import find_max_rate
     from engine.uncertainty import regime_of
-    from runner.intervals import base_regime, model_for
+    from runner.intervals import base_regime, model_for, transfer_widening
 
     p = plan.confidence
     base = base_regime(specs, "des")
-    iv = model_for((cfg_dict.get("uncertainty") or {}).get("table")).interval(regime_of("tpot_ms_p50", **base), p)
+    unc = cfg_dict.get("uncertainty") or {}
+    iv = model_for(unc.get("table")).interval(regime_of("tpot_ms_p50", **base), p)
+    lq = transfer_widening(specs, base, p, unc.get("loco_table")) if iv is not None else None
+    if lq is not None:   # a chip priced by the transfer backend: the LOCO error on top
+        from engine.uncertainty.loco import widen
+        iv = widen(iv, lq.q)
     if iv is None:
         return {"rps": None, "factor": None, "regime": f"no regime of {base} has rows enough for {p:g}",
                 "des_runs": 0}
