@@ -140,6 +140,7 @@ class Verdict:
     reason: str = ""              # why it failed ('' when passed): the SLO(s) or the analytical check
     estimate: object = None       # bound.Estimate
     trial: object = None          # probe.Trial (DES) or None
+    deployment: str = ""          # the deployment this verdict is of (SpaceOracle: the passing one named)
 
     @property
     def bound(self) -> str:
@@ -151,7 +152,8 @@ class Oracle:
     ``des_only``: skip the analytical pruning (the brute-force reference)."""
 
     def __init__(self, specs: Specs, slo: SloSpec, rule: RuleSpec, rate_rps: float, lengths: bound.Lengths,
-                 bound_slack: float = 1.25, des_only: bool = False, on_verdict=None, on_run=None):
+                 bound_slack: float = 1.25, des_only: bool = False, on_verdict=None, on_run=None, name: str = ""):
+        self.name = name
         self.specs, self.slo, self.rule, self.rate = specs, slo, rule, float(rate_rps)
         self.lengths, self.slack, self.des_only = lengths, float(bound_slack), des_only
         self.on_verdict, self.on_run = on_verdict, on_run
@@ -162,17 +164,22 @@ class Oracle:
     def _key(self, values: dict):
         return tuple(sorted((k, round(float(v), 9)) for k, v in values.items()))
 
+    def verified(self) -> list:
+        """The DES verdicts so far (a child MLflow run each)."""
+        return [v for v in self.cache.values() if v.by == "des"]
+
     def analytical(self, values: dict) -> Verdict:
         s = at(self.specs, values)
         q = self.slo.percentile / 100.0
         e = bound.estimate(s, self.lengths, q, self.slo.ttft_ms, self.slo.tpot_ms)
         if not e.fits or e.reason:
-            return Verdict(dict(values), False, "analytical", e.reason or "does not fit", e)
-        if e.rate_rps * self.slack < self.rate:
+            return Verdict(dict(values), False, "analytical", e.reason or "does not fit", e, deployment=self.name)
+        rate = deployment_rate(s, e)
+        if rate * self.slack < self.rate:
             return Verdict(dict(values), False, "analytical",
-                           f"capacity estimate {e.rate_rps:.3g} req/s x {self.slack:g} < {self.rate:g} req/s "
-                           f"(limit {e.limit})", e)
-        return Verdict(dict(values), True, "analytical", "", e)
+                           f"capacity estimate {rate:.3g} req/s x {self.slack:g} < {self.rate:g} req/s "
+                           f"(limit {e.limit})", e, deployment=self.name)
+        return Verdict(dict(values), True, "analytical", "", e, deployment=self.name)
 
     def __call__(self, values: dict) -> Verdict:
         key = self._key(values)
@@ -186,11 +193,169 @@ class Oracle:
             self.des_runs += t.runs
             self.des_points += 1
             v = Verdict(dict(values), t.verdict == "pass", "des", t.failing if t.verdict != "pass" else "",
-                        v.estimate if v is not None else None, t)
+                        v.estimate if v is not None else None, t, self.name)
         self.cache[key] = v
         if self.on_verdict is not None:
             self.on_verdict(v)
         return v
+
+
+def deployment_rate(specs: Specs, e) -> float:
+    """The analytical capacity estimate of a whole deployment: ``bound.estimate`` prices one
+    co-located replica (a disaggregated estimate already covers its pools), so a deployment of
+    r co-located replicas behind the router is estimated at r x that (the router spreads the
+    stream; the DES verdict decides)."""
+    c = specs.des.cluster
+    return e.rate_rps * (1 if c.prefill_replicas else (c.replicas or 1))
+
+
+# ----------------------------------------------------------------------------- deployment space
+
+@dataclass(frozen=True)
+class Deployment:
+    """One candidate deployment of the requirements question: a name (its layout), its specs
+    (partition, replicas, framework profile, resolved DES settings; the hardware is the base
+    chip, replaced per spec point by ``at``) and its device count."""
+
+    name: str
+    specs: Specs
+    devices: int
+
+
+def enumerate_deployments(space, specs: Specs, replicas=(1,), ep=(1,)):
+    """(candidates, dropped) of a requirements deployment space, by the plan's own enumeration
+    (engine.plan.space.enumerate_candidates over ``space``: a SpaceSpec whose hardware is the base
+    chip's name, colocated mode): every (tp, pp) the model takes with tp x pp <= max_devices, x
+    ``replicas`` (tp x pp x replicas <= ``space.max_devices``) x ``ep`` (checked by
+    engine.analytical.parallel.invalid_reasons). Candidates are (Candidate, ep); dropped are
+    (layout, reason)."""
+    from engine.analytical import parallel
+    from engine.plan.space import enumerate_candidates
+
+    cands, dropped0 = enumerate_candidates(space, specs)
+    dropped = [(f"TP{tp}" + (f"PP{pp}" if pp > 1 else ""), why) for _, tp, pp, why in dropped0]
+    out = []
+    for c in cands:
+        for e in sorted(set(ep)):
+            bad = [why for why, m in parallel.invalid_reasons(specs, np.array([c.tp]), np.array([c.pp]),
+                                                              np.array([e]), np.array([1])).items()
+                   if bool(np.asarray(m).reshape(-1)[0])]
+            if bad:
+                dropped.append((c.layout + f" EP{e}", bad[0]))
+                continue
+            for r in sorted(set(replicas)):
+                cr = replace(c, replicas=int(r))
+                if cr.devices > space.max_devices:
+                    dropped.append((f"{c.layout} x{r}", f"{cr.devices} devices > max_devices {space.max_devices}"))
+                    continue
+                out.append((cr, int(e)))
+    return out, dropped
+
+
+class SpaceOracle:
+    """Spec point -> "some deployment of the space serves ``rate_rps`` within the SLOs", the
+    best one named: the OR over deployments of each one's ``Oracle`` verdict.
+
+    Cost: per point, every deployment's analytical checks first (memory fit, zero-load SLOs, the
+    capacity estimate x ``bound_slack``, as ``Oracle.analytical``); the ones left are DES-verified
+    best first - fewest devices, then highest capacity estimate (the plan's ``gpus`` objective at
+    a fixed rate) - stopping at the first pass, which is the deployment named; at most
+    ``des_candidates`` of them (0 = all). Verdicts are cached per (deployment, point), so the
+    frontier and the axes share them.
+
+    Monotonicity: each deployment's verdict is monotone in the spec (module docstring), so their
+    OR is too: if some deployment passes at spec v, the same deployment passes at any better v',
+    and so does the OR. Galloping and bisection (``minimise``, ``frontier``) therefore stay valid
+    on the OR, and the least passing index of the OR is the least over the deployments of each
+    one's least passing index; the deployment named there is the binding one. With
+    ``des_candidates`` > 0 the OR runs over the first ``des_candidates`` analytical survivors
+    only: a better spec can let a new, smaller deployment through the analytical checks ahead of
+    the one that passed, and if the DES fails it the truncated OR may fail where the full one
+    passes; ``des_candidates: 0`` is the exact OR."""
+
+    def __init__(self, deployments, slo: SloSpec, rule: RuleSpec, rate_rps: float, lengths: bound.Lengths,
+                 bound_slack: float = 1.25, des_only: bool = False, des_candidates: int = 0, on_run=None):
+        deployments = list(deployments)
+        if not deployments:
+            raise SpecError("plan.requirements.space", [], "at least one deployment (the space is empty)")
+        if not (isinstance(des_candidates, int) and des_candidates >= 0):
+            raise SpecError("plan.requirements.space.des_candidates", des_candidates, "an integer >= 0 (0 = all)")
+        self.deployments = deployments
+        self.des_only, self.des_candidates, self.rate = des_only, des_candidates, float(rate_rps)
+        self.oracles = [Oracle(d.specs, slo, rule, rate_rps, lengths, bound_slack, des_only, on_run=on_run,
+                               name=d.name) for d in deployments]
+        self.cache: dict = {}
+        self._an: dict = {}
+
+    @property
+    def des_runs(self) -> int:
+        return sum(o.des_runs for o in self.oracles)
+
+    @property
+    def des_points(self) -> int:
+        return sum(o.des_points for o in self.oracles)
+
+    def verified(self) -> list:
+        """Every DES verdict of every deployment (a child MLflow run each)."""
+        return [v for o in self.oracles for v in o.cache.values() if v.by == "des"]
+
+    def _order(self, verdicts) -> list:
+        """Indices of analytically passing deployments, best first (fewest devices, then highest
+        capacity estimate)."""
+        idx = [i for i, v in enumerate(verdicts) if v is None or v.passed]
+
+        def est(i):
+            v = verdicts[i]
+            return deployment_rate(self.deployments[i].specs, v.estimate) if v is not None and v.estimate else 0.0
+        return sorted(idx, key=lambda i: (self.deployments[i].devices, -est(i), i))
+
+    def _analytical_all(self, values: dict) -> list:
+        key = self.oracles[0]._key(values)
+        if key not in self._an:
+            self._an[key] = [None if self.des_only else o.analytical(values) for o in self.oracles]
+        return self._an[key]
+
+    @staticmethod
+    def _summary(verdicts) -> str:
+        return "; ".join(f"{v.deployment}: {v.reason or 'not verified'}" for v in verdicts if v is not None)
+
+    def analytical(self, values: dict) -> Verdict:
+        vs = self._analytical_all(values)
+        order = self._order(vs)
+        if order:
+            v = vs[order[0]]
+            return Verdict(dict(values), True, "analytical", "", v.estimate if v else None,
+                           deployment=self.deployments[order[0]].name)
+        return Verdict(dict(values), False, "analytical", self._summary(vs), None)
+
+    def __call__(self, values: dict) -> Verdict:
+        key = self.oracles[0]._key(values)
+        if key in self.cache:
+            return self.cache[key]
+        vs = self._analytical_all(values)
+        order = self._order(vs)
+        if self.des_candidates:
+            order = order[:self.des_candidates]
+        tried = []
+        out = None
+        for i in order:
+            v = self.oracles[i](values)
+            tried.append(v)
+            if v.passed:
+                out = v
+                break
+        if out is None:
+            if not tried:       # every deployment failed the analytical checks
+                out = Verdict(dict(values), False, "analytical", self._summary(vs), None)
+            else:
+                reasons = {id(v): v for v in tried}
+                rest = [v for v in vs if v is not None and id(v) not in reasons and not v.passed]
+                skipped = len(self._order(vs)) - len(order)
+                out = Verdict(dict(values), False, "des", self._summary(tried + rest)
+                              + (f"; {skipped} more not DES-verified (des_candidates)" if skipped else ""),
+                              tried[0].estimate, tried[0].trial, "")
+        self.cache[key] = out
+        return out
 
 
 @dataclass
@@ -279,6 +444,7 @@ class FrontierPoint:
     binding: str                  # the requirement that failed just below y*
     bound: str                    # the DES's binding bound at (x, y*)
     dominated: bool = False
+    deployment: str = ""          # the deployment that passes at (x, y*) (SpaceOracle: the best one named)
 
 
 def frontier(oracle: Oracle, xaxis: Axis, yaxis: Axis, xs=None) -> tuple[list, list]:
@@ -300,7 +466,8 @@ def frontier(oracle: Oracle, xaxis: Axis, yaxis: Axis, xs=None) -> tuple[list, l
         top = next((v for k, v in r.verdicts if k == r.index), None)
         pts.append(FrontierPoint(xaxis.values[i], yaxis.values[r.index], r.lower,
                                  (b.reason if b is not None else "axis minimum"),
-                                 top.bound if top is not None else ""))
+                                 top.bound if top is not None else "", False,
+                                 top.deployment if top is not None else ""))
     # non-dominated: the same y reached with a worse x dominates the better x
     for a in pts:
         a.dominated = any(b is not a and b.y == a.y and _worse(xaxis.key, b.x, a.x) for b in pts)
@@ -444,4 +611,94 @@ def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: flo
             row[f"e_{m}"] = elasticity(lo[m], hi[m], h)
             row[f"opt_{m}_pct"] = (op[m] / b - 1.0) * 100.0 if b else float("nan")
         rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- DES capacity elasticity
+
+def capacity_step(prior: float, precision: float, step: float, h_max: float = 0.3, margin: float = 4.0) -> float:
+    """The relative step h of a DES capacity elasticity. Each capacity search (engine.plan.search.
+    find_max_rate) brackets the capacity C within [lo, hi), hi / lo <= 1 + p, so the bracket of
+    ln C+ - ln C- is about 2 ln(1 + p) wide and that of the elasticity 2 ln(1 + p) / D(h), with
+    D(h) = ln((1 + h) / (1 - h)). h is the least of ``step`` and above at which the expected
+    difference |prior| D(h) is ``margin`` x ln(1 + p) (the bracket then half the expected value):
+    h = tanh(margin ln(1 + p) / (2 |prior|)), capped at ``h_max``; ``prior`` (the analytical
+    capacity elasticity) 0 or NaN -> ``h_max``."""
+    if not (isinstance(prior, (int, float)) and math.isfinite(prior) and prior != 0.0):
+        return h_max
+    need = margin * math.log1p(precision)
+    return min(h_max, max(step, math.tanh(need / abs(prior) / 2.0)))
+
+
+def des_capacity(specs: Specs, slo: SloSpec, rule: RuleSpec, search, guess: float, on_run=None):
+    """The DES capacity at the SLOs of ``specs`` (the what-if chip as given): the plan's rate
+    search (engine.plan.search.find_max_rate over an engine.plan.probe.Probe with the workload's
+    own seeded stream, so every spec point sees the same requests rescaled: common random
+    numbers), from ``guess``, to ``search.precision`` -> SearchResult."""
+    from engine.plan.search import find_max_rate
+
+    probe = Probe(specs, slo, rule, on_run=on_run)
+    return find_max_rate(probe, guess, search.precision, search.step, search.min_rate, search.max_rate)
+
+
+def des_capacity_elasticities(specs: Specs, slo: SloSpec, rule: RuleSpec, search, keys, step: float = 0.05,
+                              optimistic: float = 0.10, prior: dict | None = None, base=None,
+                              base_guess: float = 1.0, on_run=None) -> list[dict]:
+    """d ln(capacity at the SLOs) / d ln(spec) by the DES, per hardware key: the capacity C at
+    spec x (1 - h) and x (1 + h) by two rate searches (``des_capacity``, each from the base
+    capacity C0 as its first probe, same seeded stream), e = (ln C+ - ln C-) / D(h) with
+    D(h) = ln((1 + h) / (1 - h)) (``elasticity``), h by ``capacity_step`` from the analytical
+    elasticity ``prior[key]``.
+
+    Precision: each search reports lo (measured to pass) with the true capacity in [lo, hi);
+    hence the true elasticity lies in [(ln lo+ - ln hi-) / D, (ln hi+ - ln lo-) / D]
+    (``e_capacity_rps_lo`` .. ``_hi``); ``resolved`` is False when that interval holds 0 (the
+    difference did not exceed the searches' precision: the sign is not known). The
+    ``optimistic`` what-if is a third search; its change vs C0 is bracketed the same way.
+    ``base``: the base chip's SearchResult when already searched (else searched here from
+    ``base_guess``)."""
+    prior = dict(prior or {})
+    fields = axis_fields()
+    runs = 0
+    if base is None:
+        base = des_capacity(at(specs, {}), slo, rule, search, base_guess, on_run)
+        runs += base.runs
+    c0 = base.rate
+    rows = []
+    for key in keys:
+        if key not in fields:
+            raise SpecError("plan.requirements.elasticity.fields", key, "a hardware key among " + ", ".join(_AXIS_KEYS))
+        name = fields[key][0]
+        v0 = getattr(specs.hardware, name)
+        if v0 is None or v0 == 0:
+            continue
+        h = capacity_step(prior.get(key, float("nan")), search.precision, step)
+        row = {"key": key, "base_value": v0, "h": h, "capacity_rps": c0, "precision": search.precision}
+        if c0 <= 0:
+            rows.append({**row, "e_capacity_rps": float("nan"), "e_capacity_rps_lo": float("nan"),
+                         "e_capacity_rps_hi": float("nan"), "resolved": False, "opt_capacity_rps_pct": float("nan"),
+                         "note": "the base chip serves no rate within the SLOs", "des_runs": 0})
+            continue
+        got, n = {}, 0
+        for tag, f in (("minus", 1 - h), ("plus", 1 + h), ("opt", optimistic_factor(key, optimistic))):
+            r = des_capacity(at(specs, {name: v0 * f}), slo, rule, search, c0, on_run)
+            got[tag] = r
+            n += r.runs
+        lo_m, hi_m, lo_p, hi_p = got["minus"].rate, got["minus"].hi, got["plus"].rate, got["plus"].hi
+        d = math.log1p(h) - math.log1p(-h)
+        e = elasticity(lo_m, lo_p, h)
+        ok = lo_m > 0 and lo_p > 0 and math.isfinite(hi_m) and math.isfinite(hi_p)
+        e_lo = (math.log(lo_p) - math.log(hi_m)) / d if ok else float("nan")
+        e_hi = (math.log(hi_p) - math.log(lo_m)) / d if ok else float("nan")
+        op = got["opt"]
+        rows.append({**row, "capacity_rps_minus": lo_m, "capacity_rps_minus_fail": hi_m, "capacity_rps_plus": lo_p,
+                     "capacity_rps_plus_fail": hi_p, "capacity_rps_opt": op.rate,
+                     "e_capacity_rps": e, "e_capacity_rps_lo": e_lo, "e_capacity_rps_hi": e_hi,
+                     "resolved": bool(ok and (e_lo > 0 or e_hi < 0)),
+                     "opt_capacity_rps_pct": (op.rate / c0 - 1.0) * 100.0,
+                     "status": ",".join(sorted({got[t].status for t in got})),
+                     "note": "" if ok else "a search found no bracket (infeasible or unbounded)", "des_runs": n})
+        runs += n
+    for r in rows:
+        r["base_des_runs"] = base.runs
     return rows

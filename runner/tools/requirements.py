@@ -38,8 +38,48 @@ from engine.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEYS = ("rate_rps", "axes", "precision", "frontier", "frontier_points", "known_chips", "elasticity",
-              "bound_slack", "sheet")
-ELASTICITY_KEYS = ("step", "optimistic", "fields", "des", "des_requests")
+              "bound_slack", "sheet", "space")
+ELASTICITY_KEYS = ("step", "optimistic", "fields", "des", "des_requests", "des_capacity")
+#: keys of plan.requirements.space (the deployment space); a list left out = the composed deployment's value
+SPACE_KEYS = ("tp", "pp", "ep", "replicas", "max_devices", "frameworks", "des_candidates")
+
+
+def parse_space(node, g: str = "plan.requirements.space") -> dict | None:
+    """The deployment space node -> {tp, pp, ep, replicas: list | None (None = the composed
+    deployment's), max_devices: int | None, frameworks: list | None, des_candidates: int}, or
+    None when the node is null (the composed deployment alone)."""
+    if node is None:
+        return None
+    if not isinstance(node, dict):
+        raise SpecError(g, node, "a mapping of " + ", ".join(SPACE_KEYS) + " (or null: the composed deployment)")
+    for k in node:
+        if k not in SPACE_KEYS:
+            raise SpecError(f"{g}.{k}", node[k], "a known key (" + ", ".join(SPACE_KEYS) + ")")
+    out = {}
+    for k in ("tp", "pp", "ep", "replicas"):
+        v = node.get(k)
+        if v is None:
+            out[k] = None
+            continue
+        if not isinstance(v, (list, tuple)) or not v or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v):
+            raise SpecError(f"{g}.{k}", v, "a non-empty list of positive integers (or left out: the composed "
+                            "deployment's)")
+        out[k] = sorted(set(int(x) for x in v))
+    md = node.get("max_devices")
+    if md is not None and not (isinstance(md, int) and not isinstance(md, bool) and md >= 1):
+        raise SpecError(f"{g}.max_devices", md, "a positive integer (devices of one deployment)")
+    out["max_devices"] = md
+    fw = node.get("frameworks")
+    if fw is not None and (not isinstance(fw, (list, tuple)) or not fw or not all(isinstance(x, str) and x for x in fw)):
+        raise SpecError(f"{g}.frameworks", fw, "a non-empty list of conf/framework options (or left out: the "
+                        "composed framework)")
+    out["frameworks"] = list(dict.fromkeys(fw)) if fw is not None else None
+    dc = node.get("des_candidates", 2)
+    if not (isinstance(dc, int) and not isinstance(dc, bool) and dc >= 0):
+        raise SpecError(f"{g}.des_candidates", dc, "an integer >= 0 (DES-verified deployments per spec point; 0 = all)")
+    out["des_candidates"] = int(dc)
+    return out
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -99,6 +139,8 @@ def parse(node: dict) -> dict:
     for k in el.get("fields") or []:
         if k not in fields:
             raise SpecError(f"{g}.elasticity.fields", k, "a hardware key among " + ", ".join(fields))
+    if not isinstance(el.get("des_capacity", True), bool):
+        raise SpecError(f"{g}.elasticity.des_capacity", el.get("des_capacity"), "true or false")
     dn = el.get("des_requests", 0)
     if not (isinstance(dn, int) and not isinstance(dn, bool) and (dn == 0 or dn >= 50)):
         raise SpecError(f"{g}.elasticity.des_requests", dn, "0 (the rule's requests) or an integer >= 50")
@@ -107,9 +149,10 @@ def parse(node: dict) -> dict:
         raise SpecError(f"{g}.sheet", sheet, "a spec-sheet CSV file (conf/hardware/sheets/*.csv format)")
     return {"sheet": str(sheet), "rate_rps": float(rate), "precision": float(p), "axes": axes, "frontier": front,
             "frontier_points": npts, "known_chips": list(node.get("known_chips") or []),
-            "bound_slack": float(slack),
+            "bound_slack": float(slack), "space": parse_space(node.get("space")),
             "elasticity": {"step": float(step), "optimistic": float(opt), "fields": list(el.get("fields") or []),
-                           "des": bool(el.get("des", True)), "des_requests": int(dn)}}
+                           "des": bool(el.get("des", True)), "des_requests": int(dn),
+                           "des_capacity": bool(el.get("des_capacity", True))}}
 
 
 def _fmt(key: str, v) -> str:
@@ -131,9 +174,79 @@ def _transfer_error(framework_tables: str) -> dict:
     return {k: v.get("median_abs_log_error") for k, v in fits.items()}
 
 
+# ----------------------------------------------------------------------------- the deployment space
+
+def deployments(cfg, overrides: list[str], space: dict | None, hardware=None):
+    """([engine.plan.requirements.Deployment], dropped [(layout, reason)]) of the requirements
+    question: the composed deployment alone (``space`` None), else every deployment of the space
+    (engine.plan.requirements.enumerate_deployments: the plan's candidate enumeration with the base
+    chip as its hardware) per framework profile (one compose per ``frameworks`` option), each as
+    the plan's capacity search builds a candidate's config (runner.tools.plan.compose_candidates:
+    the candidate's overrides set on a copy). ``hardware``: a HardwareSpec replacing the composed one
+    (the sheet's chip)."""
+    import copy
+
+    from engine.des.config import deployment
+    from engine.plan import requirements as R
+    from engine.plan.spec import SpaceSpec
+    from runner.convert import specs_from_config
+
+    def build(c):
+        s = deployment(specs_from_config(c))[0]
+        return replace(s, hardware=hardware) if hardware is not None else s
+
+    p = cfg.partition
+    if space is None:
+        s = build(cfg)
+        r = s.des.cluster.replicas or 1
+        name = f"TP{s.partition.tp}" + (f"PP{s.partition.pp}" if s.partition.pp > 1 else "") + (
+            f"EP{s.partition.ep}" if getattr(s.partition, "ep", 1) > 1 else "") + (f" x{r}" if r > 1 else "")
+        return [R.Deployment(name, s, s.partition.devices_per_replica * r)], []
+    g = "plan.requirements.space"
+    tp, pp = space["tp"] or [int(p.tp)], space["pp"] or [int(p.pp)]
+    ep = space["ep"] or [int(p.get("ep", 1) or 1)]
+    reps = space["replicas"] or [int(cfg.engine.des.cluster.get("replicas") or 1)]
+    md = space["max_devices"] or max(tp) * max(pp) * max(reps)
+    sp = SpaceSpec(hardware=(str(cfg.hardware.name),), tp=tuple(tp), pp=tuple(pp), max_devices=md)
+    sp.check(g)
+    fws = space["frameworks"] or [str(cfg.framework.name)]
+    out, dropped = [], []
+    for fw in fws:
+        if fw == cfg.framework.name:
+            cfw = cfg
+        else:
+            from runner.tools.plan import _compose
+            try:
+                cfw = _compose(list(overrides) + [f"framework={fw}"])
+            except Exception as e:  # noqa: BLE001 - Hydra's "Could not find 'framework/x'"
+                if "framework/" not in str(e):
+                    raise
+                raise SpecError(f"{g}.frameworks", fw, "an option of conf/framework") from None
+        cands, drop = R.enumerate_deployments(sp, specs_from_config(cfw), reps, ep)
+        dropped += [(f"{a} {fw}" if len(fws) > 1 else a, why) for a, why in drop]
+        for c, e in cands:
+            cc = copy.deepcopy(cfw)
+            for k, v in {**c.overrides(), "partition.ep": e}.items():
+                OmegaConf.update(cc, k, v, merge=False)
+            cc.partition.name = (c.layout + (f"ep{e}" if e > 1 else "")).lower()
+            name = c.layout + (f"EP{e}" if e > 1 else "") + (f" x{c.replicas}" if c.replicas > 1 else "") + (
+                f" {fw}" if len(fws) > 1 else "")
+            s = build(cc)
+            dev = s.partition.devices_per_replica * c.replicas     # ep_layout=extra: EP adds devices
+            if dev > md:
+                dropped.append((name, f"{dev} devices > max_devices {md}"))
+                continue
+            out.append(R.Deployment(name, s, dev))
+    if not out:
+        raise SpecError(g, {k: v for k, v in space.items() if v is not None},
+                        "at least one deployment the model takes within max_devices (dropped: "
+                        + "; ".join(f"{a}: {why}" for a, why in dropped[:4]) + ")")
+    return out, dropped
+
+
 # ----------------------------------------------------------------------------- the search
 
-def search(cfg, req: dict, progress=None) -> dict:
+def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) -> dict:
     """Axis minima, frontier, elasticities for the composed ``cfg`` (a DES config with a plan)."""
     from engine.des.config import deployment
     from engine.des.workload import build_stream
@@ -143,18 +256,25 @@ def search(cfg, req: dict, progress=None) -> dict:
     from runner.convert import specs_from_config
 
     plan = plan_spec(OmegaConf.to_container(cfg.plan, resolve=True))
-    specs = specs_from_config(cfg)
     sheet = base_sheet(req, cfg.hardware.name)
-    if req["sheet"]:                       # the base chip is the sheet's (its own name and figures)
-        specs = replace(specs, hardware=sheet.hardware_spec())
-    specs = deployment(specs)[0]
+    deps, dropped = deployments(cfg, overrides or [], req["space"],
+                                sheet.hardware_spec() if req["sheet"] else None)   # the sheet's chip is the base
+    specs = deps[0].specs
     st = build_stream(replace(specs.workload, num_requests=plan.rule.max_requests))
     lengths = bound.Lengths(st.prompt, st.output)
     cpu0, t0 = time.process_time(), time.time()
-    oracle = R.Oracle(specs, plan.slo, plan.rule, req["rate_rps"], lengths, req["bound_slack"],
-                      on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
+    space = req["space"]
+    oracle = R.SpaceOracle(deps, plan.slo, plan.rule, req["rate_rps"], lengths, req["bound_slack"],
+                           des_candidates=space["des_candidates"] if space else 0,
+                           on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
     hw = specs.hardware
-    doc = {"rate_rps": req["rate_rps"], "base": hw.name, "axes": [], "frontier": None}
+    doc = {"rate_rps": req["rate_rps"], "base": hw.name, "axes": [], "frontier": None,
+           "deployments": [{"name": d.name, "devices": d.devices, "tp": d.specs.partition.tp,
+                            "pp": d.specs.partition.pp, "ep": d.specs.partition.ep,
+                            "replicas": d.specs.des.cluster.replicas or 1,
+                            "framework": d.specs.framework.name} for d in deps],
+           "dropped_deployments": [list(x) for x in dropped],
+           "des_candidates": space["des_candidates"] if space else 0, "space": space}
     # base chip itself (what-if pricing)
     base_v = oracle({})
     doc["base_verdict"] = _verdict_doc(base_v)
@@ -162,13 +282,15 @@ def search(cfg, req: dict, progress=None) -> dict:
         r = R.minimise(oracle, ax)
         if progress:
             progress("axis", key)
+        top = oracle({ax.field: ax.values[r.index]}) if r.index is not None else None   # cached
         doc["axes"].append({
             "key": key, "unit": ax.unit, "base": getattr(hw, ax.field), "lo": min(ax.values), "hi": max(ax.values),
             "grid_points": len(ax.values), "least": r.value, "fails_at": r.lower,
             "analytical_least": None if r.analytical_index is None else ax.values[r.analytical_index],
             "binding": (r.below.reason if r.below is not None else
                         ("even the best value fails" if r.index is None else "axis minimum")),
-            "bound": next((v.bound for k, v in r.verdicts if k == r.index), ""),
+            "deployment": top.deployment if top is not None else "",
+            "bound": top.bound if top is not None else "",
             "des_verdicts": len(r.verdicts)})
     if req["frontier"]:
         kx, ky = req["frontier"]
@@ -181,14 +303,24 @@ def search(cfg, req: dict, progress=None) -> dict:
                            "y_least": [None if j is None else ya.values[j] for j in least],
                            "y_lo": min(ya.values), "y_hi": max(ya.values),
                            "points": [p.__dict__ for p in pts],
-                           "brute_force_des_points": len(xs) * len(ya.values)}
+                           "brute_force_des_points": len(xs) * len(ya.values) * len(deps)}
         if progress:
             progress("axis", "frontier")
     doc["des_runs_search"] = oracle.des_runs
     doc["des_points_search"] = oracle.des_points
-    doc["verified"] = [_verdict_doc(v) for v in oracle.cache.values() if v.by == "des"]
+    doc["verified"] = [_verdict_doc(v) for v in oracle.verified()]
     doc["search_cpu_s"], doc["search_wall_s"] = time.process_time() - cpu0, time.time() - t0
-    # elasticities
+    # elasticities: of one deployment - the one named at the base chip, else (the base misses the
+    # SLOs with all of them) the one with the highest analytical capacity estimate at the base chip
+    names = [d.name for d in deps]
+    if base_v.passed:
+        el_dep = deps[names.index(base_v.deployment)]
+    else:
+        an = oracle._analytical_all({})
+        el_dep = max(zip(deps, an), key=lambda t: R.deployment_rate(t[0].specs, t[1].estimate)
+                     if t[1] is not None and t[1].estimate is not None else 0.0)[0]
+    specs = el_dep.specs
+    doc["elasticity_deployment"] = el_dep.name
     e = req["elasticity"]
     keys = e["fields"] or [k for k in ("peak_bf16", "peak_fp8", "hbm_bandwidth", "hbm_capacity", "scaleup_bandwidth",
                                        "scaleup_latency", "host_bandwidth")
@@ -199,18 +331,17 @@ def search(cfg, req: dict, progress=None) -> dict:
         grid_fn=lambda s, k, v: R.analytical_metrics_grid(s, lengths, plan.slo, k, v))
     doc["elasticity_analytical_cpu_s"] = time.process_time() - t1
     des_rate = req["rate_rps"]
-    if e["des"] and not base_v.passed:
+    on_run = (lambda r, n, v: progress("des", 1)) if progress else None
+    sp = plan.search
+    e_base = oracle.oracles[names.index(el_dep.name)].analytical({}).estimate
+    est = R.deployment_rate(specs, e_base) if e_base is not None and e_base.rate_rps else 1.0
+    found = None
+    el_v = oracle.oracles[names.index(el_dep.name)]({}) if e["des"] else None
+    if e["des"] and not el_v.passed:
         # at a rate the base cannot serve the queue grows without bound and the DES latencies
         # measure the run's length, not the chip: the DES elasticities are taken at the base's own
         # capacity instead (the plan's rate search on the base chip, engine.plan.search)
-        from engine.plan.probe import Probe
-        from engine.plan.search import find_max_rate
-
-        est = base_v.estimate.rate_rps if base_v.estimate is not None and base_v.estimate.rate_rps else 1.0
-        sp = plan.search
-        pr = Probe(R.at(specs, {}), plan.slo, plan.rule,
-                   on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
-        found = find_max_rate(pr, est * sp.initial_ratio, sp.precision, sp.step, sp.min_rate, sp.max_rate)
+        found = R.des_capacity(R.at(specs, {}), plan.slo, plan.rule, sp, est * sp.initial_ratio, on_run)
         doc["base_capacity"] = {"max_rps": found.rate, "fail_rps": found.hi if math.isfinite(found.hi) else None,
                                 "status": found.status, "des_runs": found.runs, "estimate_rps": est}
         if found.rate > 0:
@@ -230,6 +361,18 @@ def search(cfg, req: dict, progress=None) -> dict:
         doc["elasticity_des_requests"] = n
         doc["elasticity_des_rate_rps"] = des_rate
         doc["elasticity_des_cpu_s"] = time.process_time() - t1
+    if e["des"] and e["des_capacity"]:
+        # d ln(capacity at the SLOs) / d ln(spec) by the DES: two rate searches per field at
+        # spec x (1 +- h), h from the analytical capacity elasticity and the search's precision
+        t1 = time.process_time()
+        prior = {r["key"]: r["e_capacity_rps"] for r in doc["elasticity_analytical"]}
+        if found is None:
+            found = R.des_capacity(R.at(specs, {}), plan.slo, plan.rule, sp, est * sp.initial_ratio, on_run)
+        doc["elasticity_des_capacity"] = R.des_capacity_elasticities(
+            specs, plan.slo, plan.rule, sp, keys, e["step"], e["optimistic"], prior, base=found, on_run=on_run)
+        doc["elasticity_des_capacity_base"] = {"max_rps": found.rate, "status": found.status, "des_runs": found.runs,
+                                               "fail_rps": found.hi if math.isfinite(found.hi) else None}
+        doc["elasticity_des_capacity_cpu_s"] = time.process_time() - t1
     doc["elasticity_step"], doc["optimistic"] = e["step"], e["optimistic"]
     from engine.analytical.kernels import backend
     from engine.cost import resolve
@@ -239,16 +382,16 @@ def search(cfg, req: dict, progress=None) -> dict:
     doc["sheet_rows"] = sheet_rows(sheet, specs.hardware, list(req["axes"]) + keys)
     doc["plan"] = OmegaConf.to_container(cfg.plan, resolve=True)
     doc["model"], doc["workload"] = cfg.model.name, cfg.workload.name
-    doc["partition"] = {"tp": specs.partition.tp, "pp": specs.partition.pp,
-                        "replicas": specs.des.cluster.replicas or 1}
-    doc["devices"] = specs.partition.tp * specs.partition.pp * (specs.des.cluster.replicas or 1)
+    d0 = deps[0].specs
+    doc["partition"] = {"tp": d0.partition.tp, "pp": d0.partition.pp, "replicas": d0.des.cluster.replicas or 1}
+    doc["devices"] = deps[0].devices if len(deps) == 1 else f"{min(d.devices for d in deps)}-{max(d.devices for d in deps)}"
     return doc
 
 
 def _verdict_doc(v) -> dict:
     m = v.trial.metrics if v.trial is not None else {}
     return {"values": v.values, "passed": v.passed, "by": v.by, "reason": v.reason, "bound": v.bound,
-            "requests": v.trial.requests if v.trial is not None else 0,
+            "deployment": v.deployment, "requests": v.trial.requests if v.trial is not None else 0,
             "runs": v.trial.runs if v.trial is not None else 0,
             "estimate_rps": v.estimate.rate_rps if v.estimate is not None else None,
             **{k: m.get(k) for k in ("ttft_ms_q", "tpot_ms_q", "ttft_ms_p50", "tpot_ms_p50", "throughput_tok_s")}}
@@ -383,6 +526,37 @@ def _el_rows(rows: list[dict], metrics: list[str], rank_by: str, opt: float) -> 
     return out
 
 
+def _des_el_rows(doc: dict, opt: float) -> list[dict]:
+    """The DES elasticity table: p99/p50 TTFT/TPOT at the rate, with the DES capacity columns
+    (elasticity, its bounds and h, the change if the figure is ``opt`` optimistic) where they were
+    measured, ranked by the capacity's change (the largest loss first), else by p99 TTFT's."""
+    cap = {r["key"]: r for r in doc.get("elasticity_des_capacity") or []}
+    rows = doc["elasticity_des"]
+    if cap:
+        rows = sorted(rows, key=lambda r: _finite(cap.get(r["key"], {}).get("opt_capacity_rps_pct")))
+        out = []
+        for r in rows:
+            row = _el_rows([r], ["ttft_ms_p99", "tpot_ms_p99", "ttft_ms_p50", "tpot_ms_p50"], "ttft_ms_p99", opt)[0]
+            c = cap.get(r["key"])
+            if c is not None:
+                e, lo, hi = c["e_capacity_rps"], c.get("e_capacity_rps_lo"), c.get("e_capacity_rps_hi")
+                row = {"field": row.pop("field"), "base": row.pop("base"),
+                       "d ln capacity / d ln spec (DES)": (f"{e:+.3f}" if math.isfinite(e) else "-"),
+                       "[lo, hi]": (f"[{lo:+.2f}, {hi:+.2f}]" if lo is not None and math.isfinite(lo) else "-")
+                       + ("" if c["resolved"] else " within precision"),
+                       "h": f"{c['h']:.3g}",
+                       f"capacity if {opt * 100:g} % optimistic": (f"{c['opt_capacity_rps_pct']:+.1f} %"
+                                                                   if math.isfinite(c["opt_capacity_rps_pct"]) else "-"),
+                       **row}
+            out.append(row)
+        return out
+    return _el_rows(rows, ["ttft_ms_p99", "tpot_ms_p99", "ttft_ms_p50", "tpot_ms_p50"], "ttft_ms_p99", opt)
+
+
+def _finite(x) -> float:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else 0.0
+
+
 def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "requirements") -> dict:
     """NAME.md, NAME.json, NAME.png and the CSVs (axes, frontier, elasticities) in ``out_dir``."""
     import matplotlib.pyplot as plt
@@ -395,22 +569,36 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
                   "range": f"{_fmt(a['key'], a['lo'])} .. {_fmt(a['key'], a['hi'])}",
                   "least passing": _fmt(a["key"], a["least"]), "fails at": _fmt(a["key"], a["fails_at"]),
                   "analytical bound": _fmt(a["key"], a["analytical_least"]),
-                  "binding (just below)": a["binding"], "DES bound at least": a["bound"],
-                  "DES verdicts": a["des_verdicts"]} for a in doc["axes"]]
+                  "binding (just below)": a["binding"], "deployment at least": a.get("deployment", ""),
+                  "DES bound at least": a["bound"], "DES verdicts": a["des_verdicts"]} for a in doc["axes"]]
     paths["axes_csv"] = out_dir / f"{name}_axes.csv"
     pl.DataFrame([{k: v for k, v in a.items()} for a in doc["axes"]], infer_schema_length=None).write_csv(paths["axes_csv"])
     s = doc["plan"]["slo"]
+    deps = doc.get("deployments") or []
+    who = (f"TP{doc['partition']['tp']} PP{doc['partition']['pp']} x {doc['partition']['replicas']} replica(s) serve"
+           if len(deps) <= 1 else
+           f"some deployment of the space ({len(deps)}: " + ", ".join(f"{d['name']} ({d['devices']} dev.)" for d in deps)
+           + ") serves")
     lines = [f"# Spec requirements: {doc['model']} on {doc['devices']} x what-if {doc['base']}", "",
              f"Generated by `{command}` (simllm-plan with plan.requirements; do not edit by hand).", "",
              f"Question: the least value of each spec-sheet field (the others at `{doc['base']}`'s) with which "
-             f"TP{doc['partition']['tp']} PP{doc['partition']['pp']} x {doc['partition']['replicas']} replica(s) serve "
+             f"{who} "
              f"`{doc['workload']}` at {doc['rate_rps']:g} req/s with p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms "
              f"and p{s['percentile']:g} TPOT <= {s['tpot_ms']:g} ms (stability rule of the plan: "
              f"{doc['plan']['rule']['requests']}..{doc['plan']['rule']['max_requests']} requests, first "
              f"{doc['plan']['rule']['warmup_fraction']:g} of the span not measured).", "",
-             f"- base chip as a what-if chip (transfer backend): "
+             f"- base chip as a what-if chip: "
              f"{'meets' if doc['base_verdict']['passed'] else 'misses'} the SLOs"
+             + (f" with {doc['base_verdict']['deployment']}" if doc['base_verdict'].get('deployment') and len(deps) > 1 else "")
              + (f" ({doc['base_verdict']['reason']})" if doc['base_verdict']['reason'] else ""),
+             *([f"- deployment space: at each spec point every deployment's analytical checks first, then the "
+                f"survivors DES-verified best first (fewest devices, then highest capacity estimate), stopping at "
+                f"the first pass (the deployment named), at most "
+                f"{doc['des_candidates'] or 'all'} per point"
+                + (" (0 = all: the exact OR over deployments)" if not doc['des_candidates'] else
+                   " (a truncated OR: set plan.requirements.space.des_candidates=0 for the exact one)")
+                + (f"; left out: " + "; ".join(f"{a} ({w})" for a, w in doc['dropped_deployments'])
+                   if doc.get('dropped_deployments') else "")] if len(deps) > 1 else []),
              f"- precision: each axis on a geometric grid of ratio {1 + doc['plan']['requirements'].get('precision', 0.05):g}; "
              "'least passing' passed and 'fails at' (the grid point below) failed",
              f"- DES: {doc['des_runs_search']} runs at {doc['des_points_search']} spec points for the search"
@@ -430,7 +618,7 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
     if f:
         fr = [{f["x"]: _fmt(f["x"], p["x"]), f"least {f['y']}": _fmt(f["y"], p["y"]),
                f"fails at": _fmt(f["y"], p["y_lower"]), "binding (just below)": p["binding"],
-               "DES bound": p["bound"], "non-dominated": "" if p["dominated"] else "yes"} for p in f["points"]]
+               "deployment": p.get("deployment", ""), "DES bound": p["bound"], "non-dominated": "" if p["dominated"] else "yes"} for p in f["points"]]
         paths["frontier_csv"] = out_dir / f"{name}_frontier.csv"
         pl.DataFrame(f["points"] or [{"x": None}], infer_schema_length=None).write_csv(paths["frontier_csv"])
         lines += [f"## Frontier {f['x']} x {f['y']}", "", _table(fr), ""]
@@ -468,12 +656,27 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
                   f"({bc['des_runs']} DES runs; analytical estimate {bc['estimate_rps']:.3g} req/s). The DES "
                   "elasticities below are taken there.", ""]
     if doc.get("elasticity_des") is not None:
+        cap = doc.get("elasticity_des_capacity")
         lines += [f"DES at {doc['elasticity_des_rate_rps']:.3g} req/s, {doc['elasticity_des_requests']} requests, the same seeded "
-                  f"stream at every point (common random numbers; {doc['elasticity_des_cpu_s']:.1f} CPU-s):", "",
-                  _table(_el_rows(doc["elasticity_des"], ["ttft_ms_p99", "tpot_ms_p99", "ttft_ms_p50", "tpot_ms_p50"],
-                                  "ttft_ms_p99", opt)), ""]
+                  f"stream at every point (common random numbers; {doc['elasticity_des_cpu_s']:.1f} CPU-s)"
+                  + (", ranked by the DES capacity's change" if cap else "") + ":", "",
+                  _table(_des_el_rows(doc, opt)), ""]
+        if cap:
+            cb = doc["elasticity_des_capacity_base"]
+            p = cap[0]["precision"] if cap else 0.0
+            lines += [f"DES capacity at the SLOs (`capacity` columns): the plan's rate search (bisection on log(rate) "
+                      f"to a precision of {p * 100:g} %: each capacity C passed and C x {1 + p:g} or less failed) at "
+                      f"spec x (1 +- h), the same seeded stream at every rate and spec point; base "
+                      f"{cb['max_rps']:.4g} req/s ({cb['des_runs']} DES runs); "
+                      f"{sum(r.get('des_runs', 0) for r in cap)} DES runs for the elasticities, "
+                      f"{doc['elasticity_des_capacity_cpu_s']:.1f} CPU-s. h is the least of the step "
+                      f"({doc['elasticity_step']:g}) and above at which the analytical elasticity predicts a log "
+                      "difference of 4 x ln(1 + precision) (capped at 0.3); [lo, hi] bounds the elasticity from the two "
+                      "brackets ((ln C+ - ln hi-) / D .. (ln hi+ - ln C-) / D, D = ln((1 + h) / (1 - h))); "
+                      "'within precision' where that interval holds 0: the difference did not exceed the searches' "
+                      "precision.", ""]
     rows = []
-    for kind in ("analytical", "des"):
+    for kind in ("analytical", "des", "des_capacity"):
         for r in doc.get(f"elasticity_{kind}") or []:
             rows.append({"engine": kind, **r})
     if rows:
@@ -512,22 +715,30 @@ def _track(cfg, doc: dict, paths: dict, out: Path) -> None:
                        **{k: x for k, x in v.items() if k.endswith(("_q", "_p50", "throughput_tok_s"))
                           and isinstance(x, (int, float))}}
             tags = {"mlflow.parentRunId": parent, "simllm.role": "requirements_point",
-                    "simllm.verdict_reason": v["reason"], "engine": "des"}
-            name = "point:" + ",".join(f"{k}={x:.4g}" for k, x in v["values"].items()) if v["values"] else "point:base"
+                    "simllm.verdict_reason": v["reason"], "engine": "des",
+                    "simllm.deployment": v.get("deployment", "")}
+            name = ("point:" + ",".join(f"{k}={x:.4g}" for k, x in v["values"].items()) if v["values"] else "point:base") + (
+                f":{v['deployment']}" if v.get("deployment") else "")
             tracking.log_run(uri, exp_id, name, params, summary, tags, d)
         metrics = {"des_runs": doc["des_runs_search"], "des_points": doc["des_points_search"],
                    "wall_s": doc["figures"]["wall_s"], "cpu_s": doc["figures"]["cpu_s"]}
+        tags = {"simllm.base": doc["base"]}
         for a in doc["axes"]:
             if a["least"] is not None:
                 metrics[f"least_{a['key']}"] = a["least"]
-        for kind in ("analytical", "des"):
+                tags[f"simllm.least_{a['key']}.deployment"] = a.get("deployment", "")
+        for kind in ("analytical", "des", "des_capacity"):
             for r in doc.get(f"elasticity_{kind}") or []:
                 for k, x in r.items():
                     if k.startswith(("e_", "opt_")) and isinstance(x, float) and math.isfinite(x):
                         metrics[f"{kind}.{k}.{r['key']}"] = x
+                if kind == "des_capacity":
+                    metrics[f"des_capacity.h.{r['key']}"] = r["h"]
+                    metrics[f"des_capacity.resolved.{r['key']}"] = float(r["resolved"])
         params = {"requirements.rate_rps": doc["rate_rps"], "requirements.base": doc["base"],
                   "requirements.axes": ",".join(a["key"] for a in doc["axes"])}
-        tracking.finish_parent(uri, parent, metrics, params, {"simllm.base": doc["base"]},
+        params["requirements.deployments"] = ",".join(d["name"] for d in doc.get("deployments") or [])[:500]
+        tracking.finish_parent(uri, parent, metrics, params, tags,
                                [p for p in paths.values() if p is not None])
     except BaseException:
         try:
@@ -555,7 +766,7 @@ def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False,
             bar.set_postfix_str(f"{v} done")
 
     try:
-        doc = search(cfg, req, progress)
+        doc = search(cfg, req, progress, overrides)
     finally:
         bar.close()
     doc["base_option"] = cfg.hardware.name
