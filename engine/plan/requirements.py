@@ -634,11 +634,16 @@ def des_capacity(specs: Specs, slo: SloSpec, rule: RuleSpec, search, guess: floa
     """The DES capacity at the SLOs of ``specs`` (the what-if chip as given): the plan's rate
     search (engine.plan.search.find_max_rate over an engine.plan.probe.Probe with the workload's
     own seeded stream, so every spec point sees the same requests rescaled: common random
-    numbers), from ``guess``, to ``search.precision`` -> SearchResult."""
+    numbers), from ``guess``, to ``search.precision`` -> SearchResult. It bisects to that
+    precision even where both bracket ends were decided by a percentile's point estimate (no
+    ``resolution`` stop, find_max_rate's stop_at_resolution=False): what is wanted is a
+    difference between spec points, and with the same requests at every point a point estimate's
+    noise is common to them, while a bracket left wide would swamp the difference."""
     from engine.plan.search import find_max_rate
 
     probe = Probe(specs, slo, rule, on_run=on_run)
-    return find_max_rate(probe, guess, search.precision, search.step, search.min_rate, search.max_rate)
+    return find_max_rate(probe, guess, search.precision, search.step, search.min_rate, search.max_rate,
+                         stop_at_resolution=False)
 
 
 def des_capacity_elasticities(specs: Specs, slo: SloSpec, rule: RuleSpec, search, keys, step: float = 0.05,
@@ -654,7 +659,9 @@ def des_capacity_elasticities(specs: Specs, slo: SloSpec, rule: RuleSpec, search
     hence the true elasticity lies in [(ln lo+ - ln hi-) / D, (ln hi+ - ln lo-) / D]
     (``e_capacity_rps_lo`` .. ``_hi``); ``resolved`` is False when that interval holds 0 (the
     difference did not exceed the searches' precision: the sign is not known). The
-    ``optimistic`` what-if is a third search; its change vs C0 is bracketed the same way.
+    ``optimistic`` what-if is a third search; its change vs C0 is bracketed the same way
+    (``opt_capacity_rps_pct_lo`` .. ``_hi``); ``achieved_precision`` is the widest bracket of the
+    four searches (hi / lo - 1).
     ``base``: the base chip's SearchResult when already searched (else searched here from
     ``base_guess``)."""
     prior = dict(prior or {})
@@ -691,7 +698,12 @@ def des_capacity_elasticities(specs: Specs, slo: SloSpec, rule: RuleSpec, search
         e_lo = (math.log(lo_p) - math.log(hi_m)) / d if ok else float("nan")
         e_hi = (math.log(hi_p) - math.log(lo_m)) / d if ok else float("nan")
         op = got["opt"]
-        rows.append({**row, "capacity_rps_minus": lo_m, "capacity_rps_minus_fail": hi_m, "capacity_rps_plus": lo_p,
+        brackets = [r.hi / r.rate - 1.0 for r in (base, got["minus"], got["plus"], got["opt"])
+                    if r.rate > 0 and math.isfinite(r.hi)]
+        rows.append({**row, "achieved_precision": max(brackets) if brackets else float("nan"),
+                     "opt_capacity_rps_pct_lo": ((op.rate / base.hi - 1.0) * 100.0 if math.isfinite(base.hi)
+                                                 else float("nan")),
+                     "opt_capacity_rps_pct_hi": ((op.hi / c0 - 1.0) * 100.0 if math.isfinite(op.hi) else float("nan")), "capacity_rps_minus": lo_m, "capacity_rps_minus_fail": hi_m, "capacity_rps_plus": lo_p,
                      "capacity_rps_plus_fail": hi_p, "capacity_rps_opt": op.rate,
                      "e_capacity_rps": e, "e_capacity_rps_lo": e_lo, "e_capacity_rps_hi": e_hi,
                      "resolved": bool(ok and (e_lo > 0 or e_hi < 0)),

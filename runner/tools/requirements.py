@@ -593,9 +593,9 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
              + (f" ({doc['base_verdict']['reason']})" if doc['base_verdict']['reason'] else ""),
              *([f"- deployment space: at each spec point every deployment's analytical checks first, then the "
                 f"survivors DES-verified best first (fewest devices, then highest capacity estimate), stopping at "
-                f"the first pass (the deployment named), at most "
-                f"{doc['des_candidates'] or 'all'} per point"
-                + (" (0 = all: the exact OR over deployments)" if not doc['des_candidates'] else
+                f"the first pass (the deployment named), verifying "
+                + (f"at most {doc['des_candidates']} per point" if doc['des_candidates'] else "all of them if need be")
+                + (" (des_candidates 0: the exact OR over deployments)" if not doc['des_candidates'] else
                    " (a truncated OR: set plan.requirements.space.des_candidates=0 for the exact one)")
                 + (f"; left out: " + "; ".join(f"{a} ({w})" for a, w in doc['dropped_deployments'])
                    if doc.get('dropped_deployments') else "")] if len(deps) > 1 else []),
@@ -664,8 +664,10 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
         if cap:
             cb = doc["elasticity_des_capacity_base"]
             p = cap[0]["precision"] if cap else 0.0
+            ach = max((r.get("achieved_precision", 0.0) for r in cap), default=0.0)
             lines += [f"DES capacity at the SLOs (`capacity` columns): the plan's rate search (bisection on log(rate) "
-                      f"to a precision of {p * 100:g} %: each capacity C passed and C x {1 + p:g} or less failed) at "
+                      f"to a precision of {p * 100:g} %: each capacity C passed and C x {1 + p:g} or less failed; "
+                      f"widest bracket reached {ach * 100:.1f} %) at "
                       f"spec x (1 +- h), the same seeded stream at every rate and spec point; base "
                       f"{cb['max_rps']:.4g} req/s ({cb['des_runs']} DES runs); "
                       f"{sum(r.get('des_runs', 0) for r in cap)} DES runs for the elasticities, "
