@@ -232,7 +232,10 @@ def enumerate_deployments(space, specs: Specs, replicas=(1,), ep=(1,)):
     from engine.analytical import parallel
     from engine.plan.space import enumerate_candidates
 
-    cands, dropped0 = enumerate_candidates(space, specs)
+    # every (tp, pp) the model takes, whatever its size (the plan's enumeration skips the ones over
+    # max_devices silently); the device limit is applied below, with the replicas, and stated
+    wide = replace(space, max_devices=max(space.tp) * max(space.pp), modes=("colocated",))
+    cands, dropped0 = enumerate_candidates(wide, specs)
     dropped = [(f"TP{tp}" + (f"PP{pp}" if pp > 1 else ""), why) for _, tp, pp, why in dropped0]
     out = []
     for c in cands:
@@ -246,7 +249,7 @@ def enumerate_deployments(space, specs: Specs, replicas=(1,), ep=(1,)):
             for r in sorted(set(replicas)):
                 cr = replace(c, replicas=int(r))
                 if cr.devices > space.max_devices:
-                    dropped.append((f"{c.layout} x{r}", f"{cr.devices} devices > max_devices {space.max_devices}"))
+                    dropped.append((c.layout + (f" x{r}" if r > 1 else ""), f"{cr.devices} devices > max_devices {space.max_devices}"))
                     continue
                 out.append((cr, int(e)))
     return out, dropped
