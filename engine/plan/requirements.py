@@ -45,6 +45,20 @@ the best y fails at some x, every worse x is infeasible and the walk stops. Non-
 are the (x, y*(x)) not matched by a worse x at the same y. Cost about one DES verdict per x plus
 log2 of each step of the staircase, against nx x ny for the grid.
 
+Deployment space (``SpaceOracle``, ``enumerate_deployments``): instead of one deployment, a set
+of them (the plan's candidate enumeration, engine.plan.space, with the base chip as the hardware:
+TP x PP x replicas x EP, per framework profile); the verdict at a spec point is the OR of the
+deployments' verdicts, the best passing one (fewest devices) named. Monotone per deployment, hence
+monotone as an OR: ``minimise`` and ``frontier`` run on it unchanged, and the least passing index
+is the least of the per-deployment ones (the deployment named there is the binding one). Cost:
+every deployment's analytical checks first, then DES verification best first, stopping at the
+first pass (at most ``des_candidates``; the class docstring says what truncating changes).
+
+DES capacity elasticity (``des_capacity_elasticities``): d ln(capacity at the SLOs) / d ln(spec)
+from two rate searches (engine.plan.search.find_max_rate) at spec x (1 +- h), common random
+numbers, with the bisection's precision carried into bounds on the elasticity and h chosen from
+the analytical elasticity so that the difference exceeds that precision (``capacity_step``).
+
 Binding bound at a frontier point: the requirement that failed just below it (the DES trial's
 failing SLO, or the analytical reason) and the DES's own binding bound at the point
 (compute | memory | comm | queueing).

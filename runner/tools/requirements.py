@@ -9,11 +9,15 @@ rate within the SLOs, the frontier of two of them, and the spec elasticities (en
    option plus ``hardware.*`` overrides, or a YAML imported from a spec sheet by simllm-import
    hwcsv); axis ranges and values are unit strings converted by runner.units (pint).
 2. Per axis: the least value meeting the SLOs at ``rate_rps`` (others at the base chip's), by
-   analytical pruning then DES bisection under the plan's stability rule. The frontier of
+   analytical pruning then DES bisection under the plan's stability rule; with
+   ``plan.requirements.space`` the least value at which some deployment of the space does
+   (``deployments``: the plan's candidates, one compose per framework profile), the deployment
+   binding there named. The frontier of
    ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values.
 3. Elasticities d log(metric) / d log(spec) by central differences at +-``elasticity.step``:
    analytical engine metrics and capacity estimate; DES p50/p99 TTFT/TPOT at the target rate
-   with the same seeded stream at every point (common random numbers); the ranked "if this
+   with the same seeded stream at every point (common random numbers); DES capacity at the SLOs
+   by two rate searches per field at +-h (``elasticity.des_capacity``); the ranked "if this
    figure is 10 % optimistic" table.
 4. ``requirements.md`` / ``.json`` / ``*.csv`` / ``.png`` in ``--out`` (and ``--study``); an MLflow
    parent run with a child run per DES-verified spec point.
