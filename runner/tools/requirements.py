@@ -648,7 +648,9 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
     lines += ["## Elasticities", "",
               f"d ln(metric) / d ln(spec) by central differences at +-{doc['elasticity_step'] * 100:g} %, and the "
               f"change if the sheet's figure is {opt * 100:g} % optimistic (the real chip has {1 - opt:g} x a peak "
-              f"or bandwidth, {1 + opt:g} x a latency), ranked.", "",
+              f"or bandwidth, {1 + opt:g} x a latency), ranked"
+              + (f"; of deployment {doc['elasticity_deployment']} (the one named at the base chip, else the one with "
+                 "the highest analytical capacity estimate there)" if len(deps) > 1 else "") + ".", "",
               f"Analytical engine (capacity = fluid-model capacity at the SLOs, engine/plan/bound.py; "
               f"{doc['elasticity_analytical_cpu_s']:.1f} CPU-s):", "",
               _table(_el_rows(doc["elasticity_analytical"], ["capacity_rps", "ttft_ms_p50", "tpot_ms_p50"],
