@@ -196,8 +196,8 @@ def deployments(cfg, overrides: list[str], space: dict | None, hardware=None):
     from runner.convert import specs_from_config
 
     def build(c):
-        s = deployment(specs_from_config(c))[0]
-        return replace(s, hardware=hardware) if hardware is not None else s
+        s = specs_from_config(c)
+        return deployment(replace(s, hardware=hardware) if hardware is not None else s)[0]
 
     p = cfg.partition
     if space is None:
@@ -252,12 +252,10 @@ def deployments(cfg, overrides: list[str], space: dict | None, hardware=None):
 
 def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) -> dict:
     """Axis minima, frontier, elasticities for the composed ``cfg`` (a DES config with a plan)."""
-    from engine.des.config import deployment
     from engine.des.workload import build_stream
     from engine.plan import bound
     from engine.plan import requirements as R
     from engine.plan.spec import plan_spec
-    from runner.convert import specs_from_config
 
     plan = plan_spec(OmegaConf.to_container(cfg.plan, resolve=True))
     sheet = base_sheet(req, cfg.hardware.name)
