@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import ledger as L
-from tests.cluster.test_slurm import GRID, N, _wait
+from tests.cluster.test_slurm import GRID, _wait
 
 #: The page's commands (docs/scale.md, "On a Ray cluster"): pip install, the head, the worker node,
 #: the grid, the same grid with resume=true. The fixture starts the nodes (tests/cluster/ray.py).
 PIP, HEAD, WORKER, GRID_CMD, RESUME_CMD = L.doc_commands("ray")
 DOC_ADDRESS = "127.0.0.1:6379"
+N = L.grid_size(GRID_CMD)   # the Ray grid's own points (the SLURM grid is larger)
 
 pytestmark = pytest.mark.slow
 
