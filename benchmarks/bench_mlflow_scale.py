@@ -117,9 +117,13 @@ def main() -> None:
                           f"ms client CPU/job, {1e3 * (s1 - s0) / k:7.1f} ms server CPU/job", flush=True)
                     if i + 1 in (min(100, a.runs), a.runs):
                         s2, w2, c2 = server.cpu_s(), time.perf_counter(), time.process_time()
-                        n = len(tracking.finished_hashes(uri, EXPERIMENT))
-                        lookups[i + 1] = {"found": n, "wall_s": time.perf_counter() - w2,
-                                          "cpu_s": time.process_time() - c2, "server_cpu_s": server.cpu_s() - s2}
+                        try:
+                            found = len(tracking.finished_hashes(uri, EXPERIMENT))
+                        except Exception as e:  # noqa: BLE001 - a figure too: printed as it failed
+                            found = f"failed: {type(e).__name__}: {str(e)[-200:]}"
+                        lookups[i + 1] = {"found": found, "wall_s": time.perf_counter() - w2,
+                                          "cpu_s": time.process_time() - c2, "server_cpu_s": server.cpu_s() - s2,
+                                          "page": tracking._page(uri)}
                     walls, cpus = [], []
                     s0 = server.cpu_s()
             tracking.end_run(uri, parent, "FINISHED")
@@ -138,7 +142,8 @@ def main() -> None:
         print(f"{b['runs'] - k + 1:>6}-{b['runs']:<7}{1e3 * sum(b['wall_s']) / k:>13.1f}{1e3 * med(b['wall_s']):>10.1f}"
               f"{1e3 * sum(b['cpu_s']) / k:>19.1f}{1e3 * med(b['cpu_s']):>10.1f}{1e3 * b['server_cpu_s'] / k:>19.1f}")
     for n, lk in lookups.items():
-        print(f"resume look-up at {n} runs ({lk['found']} finished hashes): {1e3 * lk['wall_s']:.0f} ms wall, "
+        print(f"resume look-up at {n} runs ({lk['found']} finished hashes, pages of {lk['page']} runs): "
+              f"{1e3 * lk['wall_s']:.0f} ms wall, "
               f"{1e3 * lk['cpu_s']:.0f} ms client CPU, {1e3 * lk['server_cpu_s']:.0f} ms server CPU")
 
     for b in (blocks[0], blocks[-1]) if len(blocks) > 1 else blocks[:1]:

@@ -22,7 +22,7 @@ def runs(uri: str, experiment: str) -> list:
         return []
     out, token = [], None
     while True:
-        page = c.search_runs([e.experiment_id], max_results=1000, page_token=token)
+        page = c.search_runs([e.experiment_id], max_results=200, page_token=token)   # short requests
         out += list(page)
         token = page.token
         if not token:

@@ -122,6 +122,11 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
            f"  resume exit {second['rc']} in {second['wall_s']} s; its summary: "
            f"{next(x for x in rout.splitlines() if x.startswith('simllm multirun'))}"]
     log += ["  " + x for x in rerr.splitlines() if "resume:" in x]
+    for name, phase, job in (("grid", first, array), ("resume", second, array2)):
+        el = slurm.elapsed_s(job)
+        if el:   # where the wall time goes: the tasks' own run time vs the queue's turn-around
+            log.append(f"  {name}: {len(el)} tasks ran {sum(el) / len(el):.1f} s each on average (sacct), "
+                       f"{slurm.cpus} at a time; {phase['wall_s'] / N:.2f} s wall per job")
     log.append(f"  the grid, its faults and the resume: {round(time.time() - t0, 1)} s wall")
     L.report(capsys, "\n".join(log))
 
