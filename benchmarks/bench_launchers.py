@@ -25,11 +25,7 @@ and client CPU-s per job and a row of the server's CPU-s per job. The per-job co
 1,000 jobs is benchmarks/bench_mlflow_scale.py. Nothing is asserted.
 """
 
-import argparse
-import json
-import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
