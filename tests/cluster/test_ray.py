@@ -81,7 +81,7 @@ def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsy
     rout, rerr = r.communicate(timeout=900)
     assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
     resumed = L.counts_line(rout)
-    second = {"submitted": N, "finished": resumed["done"], "skipped": resumed["skipped"],
+    second = {"submitted": N, "finished": resumed["done"], "skipped": resumed["skipped"], "resumed": resumed["done"],
               "failed": resumed["failed"], **L.ledger(mlflow_server, exp, N), "rc": r.returncode,
               "wall_s": round(time.time() - t1, 1)}
     log = [L.table(f"Ray grid, {N} DES jobs (faults: {faults})",
