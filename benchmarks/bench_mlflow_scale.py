@@ -133,7 +133,8 @@ def main() -> None:
 
     print(f"\nMLflow on PostgreSQL, {a.runs} job runs of the SLURM grid's DES point "
           f"({' '.join(grid_point())}) logged through runner.job.track_job_dir; ledger: "
-          f"{led['FINISHED']} FINISHED, {led['FAILED']} FAILED, {led['running']} RUNNING, {led['duplicated']} duplicated")
+          f"{led['FINISHED']} FINISHED, {led['FAILED']} FAILED, {led['running']} RUNNING, "
+          f"{led['duplicated']} duplicated")
     print(f"{'runs in store':>14}{'wall ms/job':>13}{'(median)':>10}{'client CPU ms/job':>19}{'(median)':>10}"
           f"{'server CPU ms/job':>19}")
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
