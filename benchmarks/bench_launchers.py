@@ -1,36 +1,38 @@
-"""Wall time and overhead per job of the launchers on one DES grid, and the per-job cost of MLflow
-on the PostgreSQL-backed tracking server.
+"""Wall time and overhead per job of the launchers on one DES grid: joblib, SLURM (submitit) and
+Ray, each with its jobs tracked on the PostgreSQL-backed MLflow server.
 
-    python benchmarks/bench_launchers.py [--jobs 24] [--mlflow-jobs 1000] [--launchers joblib,slurm,ray]
+    python benchmarks/bench_launchers.py [--jobs 24] [--launchers joblib,slurm,ray]
 
-The grid is the cluster tests' one (docs/scale.md: ``engine=des workload.num_requests=20``,
-``workload.prompt_len`` swept) at ``--jobs`` points, run to completion by each launcher with
-``tracking=server`` on a throw-away MLflow server (benchmarks/_pgserver.py): ``joblib`` (two
-workers), ``submitit_slurm`` on the single-node SLURM cluster of tests/cluster/slurm.py (two CPUs,
-one CPU per task) and ``ray`` on the local Ray cluster of tests/cluster/ray.py (a head and one
-worker node of two CPUs). Each launcher gets the same two CPUs. Per launcher: wall time, wall
-seconds per job, the extra wall seconds per job over joblib's, and the tracking server's CPU-s
-(server + database) per job. Launchers whose cluster cannot start here are listed as skipped with
-the reason.
+The grid is the cluster tests' one (docs/scale.md, "On a SLURM cluster": ``engine=des`` at its
+``workload.num_requests``, ``workload.prompt_len`` swept) at ``--jobs`` points, run to completion
+by each launcher with ``tracking=server`` on a throw-away MLflow server (benchmarks/_pgserver.py):
+``joblib`` (two workers), ``submitit_slurm`` on the single-node SLURM cluster of
+tests/cluster/slurm.py (started here: two CPUs, one CPU per task) and ``ray`` on the local Ray
+cluster of tests/cluster/ray.py (a head and one worker node of two CPUs). Each launcher gets the
+same two CPUs. Per launcher: wall time, wall seconds per job, the extra wall seconds per job over
+joblib's, the client's CPU-s per job and the tracking server's CPU-s (server + database) per job.
 
-``--mlflow-jobs``: the per-job MLflow cost at that many jobs: an analytical grid of that size
-through the batched sweeper (``hydra/sweeper=simllm``, every job in one process, so the figure
-is the tracking calls and not process start-up), wall and client CPU-s per job and the server's
-CPU-s per job. Prints the load average before and after (the machine may be shared); writes
-benchmarks/results/bench_launchers.json. Nothing is asserted.
+The client is the launching ``simllm`` process and every process it waited for (getrusage of
+its children): with joblib that includes the jobs themselves (its workers are the client's
+children); with SLURM and Ray the jobs run in the cluster's processes (slurmstepd, Ray's
+workers) and the client's figure is the submission and the waiting alone. Launchers whose
+cluster cannot start here are listed as skipped with the reason.
+
+Prints the load average before and after (the machine may be shared); writes the figures as a
+benchmark record (``--json``, default benchmarks/results/launchers.json; ``python
+benchmarks/record.py --only launchers`` writes it and SUMMARY.md): per launcher a row of wall-s
+and client CPU-s per job and a row of the server's CPU-s per job. The per-job cost of MLflow at
+1,000 jobs is benchmarks/bench_mlflow_scale.py. Nothing is asserted.
 """
 
-import argparse
-import json
-import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._measure import Bench  # noqa: E402
 from benchmarks._pgserver import mlflow_postgres_server  # noqa: E402
 from tests.cluster import ledger as L  # noqa: E402
 
@@ -38,8 +40,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _grid(n: int) -> list[str]:
-    return ["engine=des", "workload.num_requests=20", f"workload.prompt_len=range(128,{128 + 32 * n},32)",
-            "print_table=false"]
+    """The SLURM grid of docs/scale.md at ``n`` points (its ``range(a,b,c)`` sweep, extended)."""
+    _, grid, *_ = L.doc_commands("slurm")
+    out = []
+    for x in grid[2:]:
+        if x.startswith(("hydra", "tracking")):
+            continue
+        if "=range(" in x:
+            key, rng = x.split("=", 1)
+            a, _, c = map(int, rng[len("range("):-1].split(","))
+            x = f"{key}=range({a},{a + c * n},{c})"
+        out.append(x)
+    return out
 
 
 def _children_cpu() -> float:
@@ -60,17 +72,16 @@ def _run(argv, env, server, n, exp, out_dir) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=24)
-    ap.add_argument("--mlflow-jobs", type=int, default=1000)
-    ap.add_argument("--launchers", default="joblib,slurm,ray")
-    a = ap.parse_args()
+    bench = Bench("launchers", __doc__, reps=1)
+    bench.parser.add_argument("--jobs", type=int, default=24, help="grid points (default 24)")
+    bench.parser.add_argument("--launchers", default="joblib,slurm,ray")
+    a = bench.parse_args()
     import contextlib
     import tempfile
 
     load0 = open("/proc/loadavg").read().split()[:3]
     work = Path(tempfile.mkdtemp(prefix="simllm-bench-launchers-"))
-    rows, skipped, res = {}, {}, {}
+    rows, skipped = {}, {}
     with mlflow_postgres_server() as server, contextlib.ExitStack() as stack:
         from mlflow.tracking import MlflowClient
 
@@ -109,37 +120,27 @@ def main() -> None:
                 continue
             rows[name] = _run(["-m", *_grid(a.jobs), *launch], env, server, a.jobs, f"bench_{name}",
                               work / name)
-        if a.mlflow_jobs:
-            n = a.mlflow_jobs
-            # 1000 analytical points: 10 batch sizes x 100 prompt lengths
-            k = max(1, n // 10)
-            grid = ["hydra/sweeper=simllm", "workload.batch_size=range(1,11)",
-                    f"workload.prompt_len=range(64,{64 + 8 * k},8)", "print_table=false"]
-            res = _run(["-m", *grid], {}, server, 10 * k, "bench_mlflow", work / "mlflow")
-            res["jobs"] = 10 * k
     load1 = open("/proc/loadavg").read().split()[:3]
 
-    print(f"DES grid of {a.jobs} jobs, two CPUs per launcher, tracking=server (PostgreSQL); "
-          f"load average {' '.join(load0)} -> {' '.join(load1)}")
+    n = a.jobs
+    print(f"DES grid of {n} jobs ({' '.join(_grid(n))}), two CPUs per launcher, tracking=server "
+          f"(PostgreSQL); load average {' '.join(load0)} -> {' '.join(load1)}")
     base = rows.get("joblib", {}).get("wall_s")
-    print(f"{'launcher':<10}{'rc':>4}{'finished':>10}{'wall s':>10}{'s/job':>9}{'+s/job vs joblib':>18}"
-          f"{'server CPU-s/job':>18}")
+    print(f"{'launcher':<10}{'rc':>4}{'finished':>10}{'wall s':>10}{'wall s/job':>12}{'+s/job vs joblib':>18}"
+          f"{'client CPU-s/job':>18}{'server CPU-s/job':>18}")
     for name, r in rows.items():
-        extra = "" if base is None or name == "joblib" else f"{(r['wall_s'] - base) / a.jobs:+.2f}"
-        print(f"{name:<10}{r['rc']:>4}{r['finished']:>10}{r['wall_s']:>10.1f}{r['wall_s'] / a.jobs:>9.2f}"
-              f"{extra:>18}{r['server_cpu_s'] / a.jobs:>18.3f}")
+        extra = "" if base is None or name == "joblib" else f"{(r['wall_s'] - base) / n:+.2f}"
+        print(f"{name:<10}{r['rc']:>4}{r['finished']:>10}{r['wall_s']:>10.1f}{r['wall_s'] / n:>12.2f}"
+              f"{extra:>18}{r['launcher_cpu_s'] / n:>18.3f}{r['server_cpu_s'] / n:>18.3f}")
+        bench.record(f"{name}: wall and client CPU per job, {n} DES jobs", [r["launcher_cpu_s"] / n],
+                     [r["wall_s"] / n], kind="client", rc=r["rc"], finished=r["finished"], lost=r["lost"])
+        bench.record(f"{name}: tracking server CPU per job", [r["server_cpu_s"] / n], [r["wall_s"] / n],
+                     kind="server")
     for name, why in skipped.items():
         print(f"{name:<10} skipped: {why}")
-    if res:
-        j = res["jobs"]
-        print(f"MLflow at {j} jobs (batched sweeper, one process): {res['finished']} FINISHED, "
-              f"wall {res['wall_s']:.1f} s = {1000 * res['wall_s'] / j:.1f} ms/job; client CPU "
-              f"{1000 * res['launcher_cpu_s'] / j:.1f} ms/job; server CPU {1000 * res['server_cpu_s'] / j:.1f} ms/job")
-    out = ROOT / "benchmarks" / "results" / "bench_launchers.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"jobs": a.jobs, "load_before": load0, "load_after": load1, "launchers": rows,
-                               "skipped": skipped, "mlflow": res}, indent=1, default=str))
-    print(f"wrote {out.relative_to(ROOT)}")
+    bench.info.update(jobs=n, grid=_grid(n), load_before=load0, load_after=load1, launchers=rows,
+                      skipped=skipped)
+    bench.finish()
 
 
 if __name__ == "__main__":

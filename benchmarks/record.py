@@ -17,8 +17,15 @@ from all the JSON files there: the speed figures the docs cite come from it, non
   pareto_roofline  bench_pareto.py: DeepSeek-V3 on 72 x GB200, every partition x batch x chunk
   pareto_kernels   the same priced by measured kernels (``framework=trtllm``)
   memory           bench_memory.py: peak RSS of 10^6-point sweeps, each in a fresh process
+  launchers        bench_launchers.py: one DES grid through joblib, SLURM (submitit) and Ray with
+                   tracking on the PostgreSQL-backed MLflow server: wall, client and server CPU
+                   per job (starts the clusters of tests/cluster/; a launcher that cannot start
+                   here is listed as skipped)
+  mlflow_scale     bench_mlflow_scale.py: a DES job's run logged 1,000 times through the runner's
+                   own tracking path to that server: client wall and CPU, server CPU per job, at
+                   100 and at 1,000 runs in the store
 
-``--quick``: fewer repetitions and no 100k DES run (a few minutes on two cores). CPU-seconds are
+``--quick``: fewer repetitions, no 100k DES run and a smaller launcher grid. CPU-seconds are
 the figure to compare across runs; wall time and CPU-s both grow with the machine's load, which
 each record states. Nothing is asserted.
 """
@@ -48,6 +55,8 @@ def jobs(quick: bool) -> dict:
         "pareto_kernels": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300",
                            "calibration.cost.backend=measured", "framework=trtllm"],
         "memory": ["bench_memory.py", "--reps", "1" if quick else "3"],
+        "launchers": ["bench_launchers.py", "--jobs", "12" if quick else "24"],
+        "mlflow_scale": ["bench_mlflow_scale.py", "--runs", "1000"],
     }
 
 

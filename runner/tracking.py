@@ -390,6 +390,20 @@ def owner_alive(host: str | None, pid, pid_start: str | None = None) -> bool | N
     return not pid_start or _pid_start(pid) in ("", pid_start)
 
 
+#: Runs per search_runs request to a tracking server (http/https) when runs are read in bulk
+#: (resume's finished runs, the RUNNING runs to end, runs by tag, search_runs). A run comes back
+#: with every param (the flattened config: hundreds), so one request for a thousand runs outlasts
+#: the HTTP budget's 10 s timeout (benchmarks/bench_mlflow_scale.py: the resume's look-up at
+#: 1,000 runs did); pages of this size keep each request short, the total still grows with the
+#: experiment. A local store (SQLite) has no such timeout and reads in pages of LOCAL_PAGE.
+SEARCH_PAGE = 100
+LOCAL_PAGE = 5000
+
+
+def _page(uri: str) -> int:
+    return SEARCH_PAGE if uri.startswith(("http://", "https://")) else LOCAL_PAGE
+
+
 def end_dead_runs(uri: str, exp_id: str) -> list[str]:
     """End KILLED every RUNNING run of experiment ``exp_id`` opened by a process of this host that
     is gone (killed: SIGKILL, power loss); their ids. Runs of live processes and of other hosts
@@ -398,7 +412,7 @@ def end_dead_runs(uri: str, exp_id: str) -> list[str]:
     out, token = [], None
     while True:
         page = _retry(client.search_runs, [exp_id], filter_string="attributes.status = 'RUNNING'",
-                      max_results=5000, page_token=token)
+                      max_results=_page(uri), page_token=token)
         for r in page:
             t = r.data.tags
             if owner_alive(t.get(HOST_TAG), t.get(PID_TAG), t.get(PID_START_TAG)) is False:
@@ -473,7 +487,7 @@ def finished_hashes(uri: str, exp_name: str) -> set[str]:
     out, token = set(), None
     while True:
         page = _retry(client.search_runs, [exp.experiment_id],
-                      filter_string="attributes.status = 'FINISHED'", max_results=5000,
+                      filter_string="attributes.status = 'FINISHED'", max_results=_page(uri),
                       page_token=token)
         out.update(r.data.tags["simllm.config_hash"] for r in page
                    if "simllm.config_hash" in r.data.tags)
@@ -508,7 +522,7 @@ def runs_tagged(uri: str, exp_id: str, key: str, value: str) -> list:
     out, token = [], None
     while True:
         page = _retry(client.search_runs, [exp_id], filter_string=f"tags.`{key}` = '{value}'",
-                      max_results=5000, page_token=token)
+                      max_results=_page(uri), page_token=token)
         out += list(page)
         token = page.token
         if not token:
@@ -613,7 +627,7 @@ def search_runs(uri: str, filter_string: str = "", experiment_ids=None) -> list[
         return []
     rows, token = [], None
     while True:
-        page = _retry(c.search_runs, ids, filter_string=filter_string, max_results=5000,
+        page = _retry(c.search_runs, ids, filter_string=filter_string, max_results=_page(uri),
                       order_by=["attributes.start_time DESC"], page_token=token)
         for r in page:
             i, d = r.info, r.data

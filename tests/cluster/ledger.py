@@ -22,7 +22,7 @@ def runs(uri: str, experiment: str) -> list:
         return []
     out, token = [], None
     while True:
-        page = c.search_runs([e.experiment_id], max_results=1000, page_token=token)
+        page = c.search_runs([e.experiment_id], max_results=200, page_token=token)   # short requests
         out += list(page)
         token = page.token
         if not token:
@@ -106,8 +106,11 @@ def cli(args: list[str], cwd: Path, env: dict | None = None, script: str = "siml
 
 
 def table(title: str, rows: list[tuple[str, dict]]) -> str:
-    """A plain text table of ledgers (one row per phase) for the test's log."""
-    keys = ["submitted", "finished", "failed", "cancelled", "skipped", "FINISHED", "FAILED", "KILLED",
+    """A plain text table of ledgers (one row per phase) for the test's log: jobs (``submitted``,
+    ``finished``, ``failed``, ``cancelled`` by the launcher or cluster; ``skipped`` and
+    ``resumed``, i.e. run again, by a ``resume=true`` sweep), then the tracking server's runs by
+    status, ``lost`` and ``duplicated`` (``ledger``)."""
+    keys = ["submitted", "finished", "failed", "cancelled", "skipped", "resumed", "FINISHED", "FAILED", "KILLED",
             "RUNNING", "lost", "duplicated"]
     lines = [title, "phase".ljust(28) + "".join(k.rjust(11) for k in keys)]
     for name, row in rows:

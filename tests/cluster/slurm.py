@@ -75,6 +75,12 @@ class SlurmCluster:
         out = self.cmd("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-S", "now-1days").stdout
         return {a: b.split()[0] for a, b in (line.split("|", 1) for line in out.splitlines() if "|" in line)}
 
+    def elapsed_s(self, job_id: str) -> list[int]:
+        """Run time in seconds (sacct ElapsedRaw) of each array task of ``job_id`` that ran."""
+        out = self.cmd("sacct", "-X", "-n", "-P", "-o", "JobID,ElapsedRaw", "-S", "now-1days").stdout
+        return [int(b) for a, b in (line.split("|", 1) for line in out.splitlines() if "|" in line)
+                if a.startswith(f"{job_id}_") and "[" not in a and b.strip().isdigit() and int(b) > 0]
+
 
 @contextlib.contextmanager
 def start_slurm(cpus: int = 2, timeout_s: float = 90):

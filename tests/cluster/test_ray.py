@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import ledger as L
-from tests.cluster.test_slurm import GRID, N, _wait
+from tests.cluster.test_slurm import GRID, _wait
 
 #: The page's commands (docs/scale.md, "On a Ray cluster"): pip install, the head, the worker node,
 #: the grid, the same grid with resume=true. The fixture starts the nodes (tests/cluster/ray.py).
 PIP, HEAD, WORKER, GRID_CMD, RESUME_CMD = L.doc_commands("ray")
 DOC_ADDRESS = "127.0.0.1:6379"
+N = L.grid_size(GRID_CMD)   # the Ray grid's own points (the SLURM grid is larger)
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +81,7 @@ def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsy
     rout, rerr = r.communicate(timeout=900)
     assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
     resumed = L.counts_line(rout)
-    second = {"submitted": N, "finished": resumed["done"], "skipped": resumed["skipped"],
+    second = {"submitted": N, "finished": resumed["done"], "skipped": resumed["skipped"], "resumed": resumed["done"],
               "failed": resumed["failed"], **L.ledger(mlflow_server, exp, N), "rc": r.returncode,
               "wall_s": round(time.time() - t1, 1)}
     log = [L.table(f"Ray grid, {N} DES jobs (faults: {faults})",
