@@ -25,7 +25,7 @@ from tests.cluster.test_slurm import GRID, _wait
 #: the grid, the same grid with resume=true. The fixture starts the nodes (tests/cluster/ray.py).
 PIP, HEAD, WORKER, GRID_CMD, RESUME_CMD = L.doc_commands("ray")
 DOC_ADDRESS = "127.0.0.1:6379"
-N = L.grid_size(GRID_CMD)   # the Ray grid's own points (the SLURM grid is larger)
+N = L.grid_size(GRID_CMD)   # the grid's points, read from the page (the same 100 as the SLURM grid)
 
 pytestmark = pytest.mark.slow
 
