@@ -39,8 +39,10 @@ from runner import experiments, hydra_fast, schema  # noqa: E402
 from runner.job import record_failure, run_job  # noqa: E402
 
 hydra_fast.install()          # unless SIMLLM_HYDRA_SHORTCUTS=0
+# with the shortcuts on, both store names only and build a node when a compose loads it (not at
+# all when the compose cache has the composition: runner.compose_cache)
 schema.register()
-if hydra_fast.may_use_experiments(sys.argv[1:]):
+if hydra_fast.enabled() or hydra_fast.may_use_experiments(sys.argv[1:]):
     experiments.register()
 gc.freeze()
 if _GC_ON:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 
-from runner import experiments
+from runner import compose_cache, experiments
 
 #: Set to 0 for Hydra's own behaviour throughout (none of the patches); the outputs are the same
 #: either way (tests/runner/test_faststart.py compares a sweep's files).
@@ -60,11 +60,12 @@ def cache_config_files() -> None:
             continue
         cache: dict = {}
 
-        def load_config(self, config_path, _orig=cls.load_config, _cache=cache,
-                        _files=cls.__name__ == "FileConfigSource"):
+        def load_config(self, config_path, _orig=cls.load_config, _cache=cache):
             stamp = None
-            if _files:   # package resources do not change while a process runs; files may
-                full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+            root = source_dir(self)
+            _files = root is not None   # a zipped package does not change while a process runs
+            if _files:                  # files may (a package's too: conf/ is one)
+                full = os.path.realpath(os.path.join(root, self._normalize_file_name(config_path)))
                 try:
                     st = os.stat(full)
                 except OSError:
@@ -83,6 +84,29 @@ def cache_config_files() -> None:
         cls.load_config = load_config
 
 
+_SOURCE_DIRS: dict = {}
+
+
+def source_dir(source) -> str | None:
+    """The folder on disk of a config source's files: a file source's path, a package source's
+    folder (``pkg://conf``: conf/ is a package); None for the ConfigStore and zipped packages."""
+    k = (type(source).__name__, source.path)
+    if k not in _SOURCE_DIRS:
+        d = None
+        if k[0] == "FileConfigSource":
+            d = source.path
+        elif k[0] == "ImportlibResourcesConfigSource":
+            try:
+                from importlib import resources
+
+                files = resources.files(source.path)
+                d = str(files) if isinstance(files, Path) and files.is_dir() else None
+            except Exception:  # noqa: BLE001 - not a package on disk
+                d = None
+        _SOURCE_DIRS[k] = d
+    return _SOURCE_DIRS[k]
+
+
 #: (path, (mtime, size)) of each config file read while a compose is being memoised (else None).
 _LOADED: list | None = None
 
@@ -93,6 +117,117 @@ def _file_stamp(path: str):
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
+
+
+class LazyNode:
+    """The node of a ConfigStore entry, built on its first load (``store_lazily``): ``key``
+    identifies what it is built from (a schema class, a file and its stamp), ``load()`` returns
+    what ``ConfigStore.store`` would have been given (a dataclass, a DictConfig); the built node
+    is kept."""
+
+    __slots__ = ("key", "load", "node")
+
+    def __init__(self, key, load):
+        self.key, self.load, self.node = key, load, None
+
+    def get(self):
+        if self.node is None:
+            from omegaconf import OmegaConf
+
+            self.node = OmegaConf.structured(self.load())   # what ConfigStore.store does
+        return self.node
+
+
+def lazy_configs() -> None:
+    """Let a ConfigStore entry's node be built on its first load (``store_lazily``).
+
+    Registering simllm's schemas builds every generated dataclass into an OmegaConf node
+    (``OmegaConf.structured``: ~0.07 CPU-s a process) and registering the experiment presets
+    parses each experiments/*.yaml (~0.1 CPU-s); a process whose compose is found in the compose
+    cache (runner.compose_cache) or that selects no preset loads none of them. Listing a group
+    (``--help``, Hydra's "Available options") needs only the entry's name, which is stored at
+    once. ``ConfigStore.load`` hands out a deep copy of the built node, as of any node.
+    Idempotent."""
+    if getattr(ConfigStore._load, "_simllm", False):
+        return
+    orig = ConfigStore._load
+
+    def _load(self, config_path):
+        ret = orig(self, config_path)
+        if isinstance(ret.node, LazyNode):
+            ret = dataclasses.replace(ret, node=ret.node.get())
+        return ret
+
+    _load._simllm = True
+    ConfigStore._load = _load
+
+
+#: How many entries were stored in the ConfigStore in this process (``store`` and
+#: ``store_lazily`` calls) and how many of them by ``store`` since ``install`` (a node whose
+#: content the compose cache cannot stamp: it is off for the rest of the process).
+_STORES = {"generation": 0, "eager": 0}
+
+
+def store_lazily(name: str, key, load, group: str | None = None, package: str | None = None,
+                 provider: str | None = None) -> None:
+    """``ConfigStore.store(name, load(), group, package, provider)`` with the node built on its
+    first load (``lazy_configs``). Storing again what is stored (the same ``key``) changes
+    nothing."""
+    from hydra.core.config_store import ConfigNode
+
+    lazy_configs()
+    cur = ConfigStore.instance().repo
+    if group is not None:
+        for d in group.split("/"):
+            cur = cur.setdefault(d, {})
+    if not name.endswith(".yaml"):
+        name = f"{name}.yaml"
+    old = cur.get(name)
+    if (isinstance(old, ConfigNode) and isinstance(old.node, LazyNode) and old.node.key == key
+            and (old.group, old.package, old.provider) == (group, package, provider)):
+        return
+    cur[name] = ConfigNode(name=name, node=LazyNode(key, load), group=group, package=package,
+                           provider=provider)
+    _STORES["generation"] += 1
+
+
+def store_listing() -> list:
+    """Every ConfigStore entry as (path, provider, package, what its node is built from: the
+    lazy entry's key, else None): what the compose cache keys the store by."""
+    out = []
+
+    def walk(d, prefix):
+        for k in sorted(d):
+            v = d[k]
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}/")
+            else:
+                node = getattr(v, "node", None)
+                key = node.key if isinstance(node, LazyNode) else None
+                out.append((prefix + k, getattr(v, "provider", None), getattr(v, "package", None),
+                            _key_text(key)))
+
+    walk(ConfigStore.instance().repo, "")
+    return out
+
+
+def _key_text(key):
+    """A lazy entry's key as text: a class by its name (its source is stamped separately)."""
+    if key is None:
+        return None
+    return repr(tuple(k.__qualname__ if isinstance(k, type) else k for k in key))
+
+
+#: The compose memo: "entries" key -> [DefaultsList, file stamps, composed config or None,
+#: compose-cache key or None]; "by_defaults" id(DefaultsList.defaults) -> entry.
+_MEMO: dict = {"entries": {}, "by_defaults": {}}
+
+
+def forget_compositions() -> None:
+    """Drop this process's memoised compositions: the next compose of each selection reads the
+    compose cache (runner.compose_cache) or composes (tests)."""
+    _MEMO["entries"].clear()
+    _MEMO["by_defaults"].clear()
 
 
 def memoize_compose() -> None:
@@ -110,7 +245,10 @@ def memoize_compose() -> None:
     order) and the merge of that defaults list (``_compose_config_from_defaults_list``).
     A memoised entry is used only while the config search path, the ConfigStore (every
     ``store`` call counts) and the stamps (mtime, size) of the config files it read are
-    unchanged; sweep overrides and anything that fails take Hydra's own path. Idempotent.
+    unchanged; sweep overrides and anything that fails take Hydra's own path. A selection this
+    process has not composed is looked up in the compose cache (runner.compose_cache: the same
+    two results, kept across processes) before it is composed, and written there after.
+    Idempotent.
     """
     import hydra._internal.config_loader_impl as cli
 
@@ -118,16 +256,15 @@ def memoize_compose() -> None:
         return
     orig_defaults = cli.create_defaults_list
     orig_compose = cli.ConfigLoaderImpl._compose_config_from_defaults_list
-    store_generation = [0]
     orig_store = ConfigStore.store
 
     def store(self, *args, **kwargs):
-        store_generation[0] += 1
+        _STORES["generation"] += 1
+        _STORES["eager"] += 1
         return orig_store(self, *args, **kwargs)
 
     ConfigStore.store = store
-    entries: dict = {}     # key -> [DefaultsList, file stamps, composed config or None]
-    by_defaults: dict = {}  # id(DefaultsList.defaults) -> entry
+    entries, by_defaults = _MEMO["entries"], _MEMO["by_defaults"]
 
     def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
         global _LOADED
@@ -137,14 +274,27 @@ def memoize_compose() -> None:
             values = [o for o in overrides_list
                       if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
             groups = [o for o in overrides_list if not any(o is v for v in values)]
-            key = (tuple((type(s).__name__, s.provider, s.path) for s in repo.get_sources()),
-                   config_name, tuple(o.input_line for o in groups), prepend_hydra, skip_missing,
-                   store_generation[0])
+            sources = tuple((type(s).__name__, s.provider, s.path, source_dir(s))
+                            for s in repo.get_sources())
+            key = (sources, config_name, tuple(o.input_line for o in groups), prepend_hydra,
+                   skip_missing, _STORES["generation"])
         except Exception:  # noqa: BLE001 - Hydra's own path raises its own error
             return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
         entry = entries.get(key)
         if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
             return dataclasses.replace(entry[0], config_overrides=values)
+        disk_key = None
+        if _STORES["eager"] == 0 and compose_cache.enabled():   # the cross-process cache
+            disk_key = compose_cache.key(key[:-1], store_listing())
+            hit = compose_cache.load(disk_key)
+            if hit is not None:
+                dl, loaded, cfg = hit
+                old = entries.pop(key, None)
+                if old is not None:
+                    by_defaults.pop(id(old[0].defaults), None)
+                entries[key] = entry = [dl, loaded, cfg, None]
+                by_defaults[id(dl.defaults)] = entry
+                return dataclasses.replace(dl, config_overrides=values)
         outer = _LOADED       # the files this compose read so far (the primary config), if any
         if outer is None:
             _LOADED = []
@@ -159,7 +309,7 @@ def memoize_compose() -> None:
         old = entries.pop(key, None)
         if old is not None:
             by_defaults.pop(id(old[0].defaults), None)
-        entries[key] = entry = [dl, loaded, None]
+        entries[key] = entry = [dl, loaded, None, disk_key]
         by_defaults[id(dl.defaults)] = entry
         return dataclasses.replace(dl, config_overrides=values)
 
@@ -170,6 +320,9 @@ def memoize_compose() -> None:
         if entry[2] is None:
             cfg = orig_compose(self, defaults, repo)
             entry[2] = copy.deepcopy(cfg)
+            if entry[3] is not None and _STORES["eager"] == 0:
+                compose_cache.save(entry[3], entry[0], entry[1], entry[2],
+                                   [d for d in map(source_dir, repo.get_sources()) if d is not None])
             return cfg
         return copy.deepcopy(entry[2])
 

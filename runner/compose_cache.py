@@ -1,0 +1,186 @@
+"""The compose cache: Hydra's composition of a config-group selection, kept across processes.
+
+Every ``simllm`` process composed its config from scratch: build the generated schemas into
+OmegaConf nodes, parse ~20 YAML files, merge ~30 sources (~0.2-0.25 CPU-s of a one-job process
+here, a third of it). ``runner.hydra_fast.memoize_compose`` already composes each distinct
+selection of config-group options once per process (the defaults list and its merge, before any
+value override); this module keeps those two results in a file, so that the next process with the
+same selection reads them (~0.01 CPU-s) instead. Hydra's own code then applies the value
+overrides and fills ``hydra.*`` exactly as after a fresh compose, so a bad value
+(``partition.tp=abc``) fails with the same message: the nodes read back carry their schema types.
+
+A file is used only if all of this is unchanged since it was written, else the process composes
+and writes a new one:
+
+- the key: the config search path, the config name, the group overrides (text), Hydra's flags,
+  the Python version and every ConfigStore entry (path, provider, package, and for the entries
+  ``hydra_fast.store_lazily`` stored, what they are built from; a ``ConfigStore.store`` call
+  after start-up turns the cache off for the process, since its node cannot be stamped);
+- the stamps (mtime, size) of each config file the compose read, of every folder under each
+  config directory (an option added or removed), and of the source file of every module loaded
+  from hydra, omegaconf, hydra_plugins, yaml, antlr4, pint and simllm's own packages (the code
+  that builds the schemas and composes: editing a schema default in engine/spec or
+  runner/schema.py, or upgrading Hydra, starts a new entry).
+
+Files: ``compose/<key>.pkl`` in engine.persist's cache folder (``$SIMLLM_CACHE_DIR``, else
+``~/.cache/simllm``), a header (key, stamps) then the pickled defaults list and config (the
+generated schema classes by name: runner.schema.classes()); at most ``MAX_FILES`` (the least
+recently used go). Any file that cannot be read, does not unpickle or does not match costs only
+the compose. ``SIMLLM_COMPOSE_CACHE=0`` or ``SIMLLM_PERSIST=0`` turns it off (nothing read or
+written); so does ``SIMLLM_HYDRA_SHORTCUTS=0``, Hydra's own behaviour throughout.
+"""
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+ENABLE_ENV = "SIMLLM_COMPOSE_CACHE"
+#: Bumped when what a file holds changes meaning.
+FORMAT = 1
+MAX_FILES = 64
+#: Top-level packages whose loaded modules' sources are stamped.
+PACKAGES = frozenset({"hydra", "omegaconf", "hydra_plugins", "yaml", "antlr4", "pint", "runner",
+                      "engine", "conf", "experiments"})
+_ROOT = str(Path(__file__).resolve().parent.parent) + os.sep
+
+
+def enabled() -> bool:
+    """Is the cache on (``SIMLLM_COMPOSE_CACHE`` and ``SIMLLM_PERSIST`` not 0)?"""
+    return os.environ.get(ENABLE_ENV, "1") != "0" and os.environ.get("SIMLLM_PERSIST", "1") != "0"
+
+
+def folder() -> Path:
+    from engine.persist import cache_dir
+
+    return cache_dir() / "compose"
+
+
+def key(parts, listing) -> str:
+    """The key of a composition: ``parts`` (config sources, config name, group overrides, Hydra's
+    flags) and the ConfigStore's ``listing`` (hydra_fast.store_listing)."""
+    text = repr((FORMAT, sys.version, sys.implementation.cache_tag, parts, listing))
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _stamp(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def module_stamps() -> list:
+    """(source file, stamp) of every loaded module of ``PACKAGES`` or of this checkout."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if not f or name == "__main__":
+            continue
+        if name.partition(".")[0] in PACKAGES or f.startswith(_ROOT):
+            out.append((f, _stamp(f)))
+    return out
+
+
+def folder_stamps(roots) -> list:
+    """(folder, stamp) of each folder under the config directories ``roots``."""
+    out = []
+    for root in roots:
+        for d, _, _ in os.walk(root):
+            out.append((d, _stamp(d)))
+    return out
+
+
+def _classes() -> dict:
+    from runner.schema import classes
+
+    return classes()
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles the generated schema classes (made by dataclasses.make_dataclass, so not
+    importable by name) as references into runner.schema.classes()."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, type) and obj.__module__ == "types":
+            name = obj.__qualname__
+            if _classes().get(name) is not obj:
+                raise pickle.PicklingError(f"class {name} is not a generated schema")
+            return ("schema", name)
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid):
+        kind, name = pid
+        if kind != "schema":
+            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+        return _classes()[name]
+
+
+def load(k: str):
+    """(DefaultsList, config-file stamps, composed config) stored under key ``k``, or None
+    when there is none, it is stale, or anything fails."""
+    from hydra._internal.defaults_list import DefaultsList
+    from omegaconf import DictConfig
+
+    path = folder() / f"{k}.pkl"
+    try:
+        with open(path, "rb") as f:
+            head = pickle.load(f)
+            if not (isinstance(head, dict) and head.get("format") == FORMAT and head.get("key") == k):
+                return None
+            if any(_stamp(p) != st for p, st in head["stamps"]):
+                return None
+            dl, loaded, cfg = _Unpickler(f).load()
+        if not (isinstance(dl, DefaultsList) and isinstance(cfg, DictConfig)):
+            return None
+        try:
+            os.utime(path)   # recently used: kept when old files are removed
+        except OSError:
+            pass
+        return dl, loaded, cfg
+    except Exception:  # noqa: BLE001 - a missing, corrupt or foreign file: compose instead
+        return None
+
+
+def save(k: str, dl, loaded, cfg, roots) -> None:
+    """Keep (DefaultsList, config-file stamps ``loaded``, composed config) under key ``k``, with
+    the stamps of the folders under ``roots`` and of the loaded modules (module docstring).
+    Errors are ignored: the process has its compose."""
+    try:
+        d = folder()
+        d.mkdir(parents=True, exist_ok=True)
+        stamps = [*loaded, *folder_stamps(roots), *module_stamps()]
+        if any(st is None for _, st in stamps):
+            return
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".compose-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump({"format": FORMAT, "key": k, "stamps": stamps}, f, protocol=pickle.HIGHEST_PROTOCOL)
+                _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump((dl, list(loaded), cfg))
+            os.replace(tmp, d / f"{k}.pkl")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        _prune(d)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _prune(d: Path) -> None:
+    """Remove the least recently used files beyond ``MAX_FILES``."""
+    files = []
+    for p in d.glob("*.pkl"):
+        try:
+            files.append((p.stat().st_mtime_ns, p))
+        except OSError:
+            pass
+    for _, p in sorted(files, reverse=True)[MAX_FILES:]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
