@@ -104,21 +104,29 @@ class _Pickler(pickle.Pickler):
     """Pickles the generated schema classes (made by dataclasses.make_dataclass, so not
     importable by name) as references into runner.schema.classes()."""
 
+    classes = None
+
     def persistent_id(self, obj):
         if isinstance(obj, type) and obj.__module__ == "types":
             name = obj.__qualname__
-            if _classes().get(name) is not obj:
+            if self.classes is None:
+                self.classes = _classes()
+            if self.classes.get(name) is not obj:
                 raise pickle.PicklingError(f"class {name} is not a generated schema")
             return ("schema", name)
         return None
 
 
 class _Unpickler(pickle.Unpickler):
+    classes = None
+
     def persistent_load(self, pid):
         kind, name = pid
         if kind != "schema":
             raise pickle.UnpicklingError(f"unknown reference {pid!r}")
-        return _classes()[name]
+        if self.classes is None:
+            self.classes = _classes()
+        return self.classes[name]
 
 
 def load(k: str):

@@ -319,3 +319,38 @@ def test_basic_sweep_files_identical_without_the_shortcuts(tmp_path):
             a, b = json.loads(a), json.loads(b)
             a.pop("job_uid"), b.pop("job_uid")
         assert a == b, f
+
+
+def test_group_listing_equals_hydras_own():
+    """fast_group_listing: every group's options (and sub-groups), as ``--help`` lists them, are
+    the same with the shared grammar functions and package-folder lookups as with Hydra's own."""
+    import hydra._internal.core_plugins.importlib_resources_config_source as irc
+    import hydra.core.override_parser.overrides_parser as op
+    from hydra.core.object_type import ObjectType
+
+    def listing():
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                loader = GlobalHydra.instance().config_loader()
+                out, todo = {}, [""]
+                while todo:
+                    g = todo.pop()
+                    out[g] = (loader.get_group_options(g, ObjectType.CONFIG),
+                              loader.get_group_options(g, ObjectType.GROUP))
+                    todo += [f"{g}/{s}".lstrip("/") for s in out[g][1]]
+                return out
+        finally:
+            GlobalHydra.instance().clear()
+
+    assert op.create_functions._simllm and isinstance(irc.resources, app._PackageFiles)
+    fast = listing()
+    assert "experiment" in fast and "capacity" in fast["experiment"][0]
+    assert "hydra/launcher" in fast and "basic" in fast["hydra/launcher"][0]
+    patched = (op.create_functions, irc.resources)
+    op.create_functions, irc.resources = patched[0]._hydra, patched[1]._resources
+    try:
+        assert listing() == fast
+    finally:
+        op.create_functions, irc.resources = patched
+    assert op.OverridesParser.create().parse_overrides(["a=choice(1,2)", "b=range(3)"])[0].is_sweep_override()
