@@ -20,7 +20,9 @@ and writes a new one:
   config directory (an option added or removed), and of the source file of every module loaded
   from hydra, omegaconf, hydra_plugins, yaml, antlr4, pint and simllm's own packages (the code
   that builds the schemas and composes: editing a schema default in engine/spec or
-  runner/schema.py, or upgrading Hydra, starts a new entry).
+  runner/schema.py, or upgrading Hydra, starts a new entry), and of pint and
+  engine/ingest/units.py (the unit conversions behind the defaults written in a unit, which a
+  process may read from engine.persist's cache without importing them).
 
 Files: ``compose/<key>.pkl`` in engine.persist's cache folder (``$SIMLLM_CACHE_DIR``, else
 ``~/.cache/simllm``), a header (key, stamps) then the pickled defaults list and config (the
@@ -34,7 +36,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 ENABLE_ENV = "SIMLLM_COMPOSE_CACHE"
@@ -73,9 +74,23 @@ def _stamp(path: str):
     return (st.st_mtime_ns, st.st_size)
 
 
+#: Code a schema default can depend on without being loaded when the composition is written:
+#: the unit conversions behind the defaults written in a unit (runner.units.from_si reads them from
+#: engine.persist's cache, stamped by these, and imports them only on a miss).
+EXTRA_SOURCES = (str(Path(__file__).resolve().parent.parent / "engine" / "ingest" / "units.py"),)
+EXTRA_PACKAGES = ("pint",)
+
+
 def module_stamps() -> list:
-    """(source file, stamp) of every loaded module of ``PACKAGES`` or of this checkout."""
-    out = []
+    """(source file, stamp) of every loaded module of ``PACKAGES`` or of this checkout, and of
+    ``EXTRA_SOURCES`` and the ``__init__`` of each ``EXTRA_PACKAGES`` (found without importing)."""
+    from importlib.util import find_spec
+
+    out = [(f, _stamp(f)) for f in EXTRA_SOURCES]
+    for pkg in EXTRA_PACKAGES:
+        spec = find_spec(pkg)
+        if spec is not None and spec.origin:
+            out.append((spec.origin, _stamp(spec.origin)))
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
         if not f or name == "__main__":
@@ -159,6 +174,8 @@ def save(k: str, dl, loaded, cfg, roots) -> None:
     """Keep (DefaultsList, config-file stamps ``loaded``, composed config) under key ``k``, with
     the stamps of the folders under ``roots`` and of the loaded modules (module docstring).
     Errors are ignored: the process has its compose."""
+    import tempfile
+
     try:
         d = folder()
         d.mkdir(parents=True, exist_ok=True)
