@@ -36,6 +36,9 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(compose_cache.ENABLE_ENV, raising=False)
     monkeypatch.delenv("SIMLLM_PERSIST", raising=False)
+    # an earlier test's ConfigStore.store turned the cache off for this process (the tests that
+    # store a node remove it again): on again for this test, as in a new process
+    monkeypatch.setitem(hydra_fast._STORES, "eager", 0)
     loads = []
     orig = compose_cache.load
 
