@@ -233,7 +233,9 @@ def forget_compositions() -> None:
 def memoize_compose() -> None:
     """Compose each distinct selection of config-group options once per process; a job that
     differs only in values (``partition.tp=4``, ``hardware.hbm_bandwidth=5TB/s``) starts from a
-    deep copy of that composition, and Hydra's own code applies its value overrides and fills
+    copy of that composition (read back from its pickle, compose_cache.Frozen: ~2 ms where a
+    deep copy costs ~10 ms; a deep copy where it does not pickle), and Hydra's own code applies
+    its value overrides and fills
     ``hydra.*`` (overrides, choices, override_dirname, ...) exactly as for a fresh compose.
 
     Hydra's basic sweeper composes every job twice (validate, then launch) and a compose of
@@ -319,11 +321,14 @@ def memoize_compose() -> None:
             return orig_compose(self, defaults, repo)
         if entry[2] is None:
             cfg = orig_compose(self, defaults, repo)
-            entry[2] = copy.deepcopy(cfg)
-            if entry[3] is not None and _STORES["eager"] == 0:
-                compose_cache.save(entry[3], entry[0], entry[1], entry[2],
+            frozen = compose_cache.freeze(cfg)   # its pickle: a copy costs a fifth of a deep copy
+            entry[2] = frozen if frozen is not None else copy.deepcopy(cfg)
+            if frozen is not None and entry[3] is not None and _STORES["eager"] == 0:
+                compose_cache.save(entry[3], entry[0], entry[1], frozen,
                                    [d for d in map(source_dir, repo.get_sources()) if d is not None])
             return cfg
+        if isinstance(entry[2], compose_cache.Frozen):
+            return entry[2].thaw()
         return copy.deepcopy(entry[2])
 
     orig_impl = cli.ConfigLoaderImpl._load_configuration_impl

@@ -242,3 +242,28 @@ def test_changed_schema_default_invalidates_across_processes(tmp_path):
     assert "plan: 7" in changed and changed == first.replace("plan: null", "plan: 7")
     assert sorted((tmp_path / "cache" / "compose").glob("*.pkl")) == files   # same key, new stamps
     assert _compose_in(copy, env) == changed
+
+
+def test_frozen_copies_are_independent_deep_copies(cfg_of):
+    """compose_cache.Frozen: each thaw is a new config equal to a deep copy (same YAML, same
+    flags, the schema types kept: a wrong type still fails); a config that does not pickle is
+    not frozen (the memo deep-copies it)."""
+    import copy as copy_
+    from dataclasses import dataclass
+
+    cfg = cfg_of("tracking=none")
+    OmegaConf.set_struct(cfg, True)
+    frozen = compose_cache.freeze(cfg)
+    a, b = frozen.thaw(), frozen.thaw()
+    assert a is not b and OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b) == OmegaConf.to_yaml(copy_.deepcopy(cfg))
+    assert OmegaConf.is_struct(a) and OmegaConf.get_type(a.hardware) is OmegaConf.get_type(cfg.hardware)
+    a.model.name = "changed"
+    assert b.model.name != "changed" and frozen.thaw().model.name != "changed"
+    with pytest.raises(Exception, match="partition.tp"):
+        b.partition.tp = "abc"
+
+    @dataclass
+    class Local:
+        x: int = 1
+
+    assert compose_cache.freeze(OmegaConf.structured(Local)) is None
