@@ -75,7 +75,7 @@ def main():
             t = r.get("target_cpu_s")
             if t:
                 print(f"{r['label']:<11} {r['cpu_s']['min']:.2f} CPU-s (min of {r['cpu_s']['n']}) "
-                      f"target < {t}: {'met' if r['cpu_s']['min'] < t else 'NOT met'}")
+                      f"target <= {t}: {'met' if r['cpu_s']['min'] <= t else 'NOT met'}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
