@@ -88,14 +88,15 @@ _SOURCE_DIRS: dict = {}
 
 
 def source_dir(source) -> str | None:
-    """The folder on disk of a config source's files: a file source's path, a package source's
-    folder (``pkg://conf``: conf/ is a package); None for the ConfigStore and zipped packages."""
+    """The folder on disk of a config source's files: a file source's path (absolute: a relative
+    one is read from the current directory), a package source's folder (``pkg://conf``: conf/ is
+    a package); None for the ConfigStore and zipped packages."""
     k = (type(source).__name__, source.path)
+    if k[0] == "FileConfigSource":
+        return os.path.abspath(source.path)
     if k not in _SOURCE_DIRS:
         d = None
-        if k[0] == "FileConfigSource":
-            d = source.path
-        elif k[0] == "ImportlibResourcesConfigSource":
+        if k[0] == "ImportlibResourcesConfigSource":
             try:
                 from importlib import resources
 

@@ -267,3 +267,22 @@ def test_frozen_copies_are_independent_deep_copies(cfg_of):
         x: int = 1
 
     assert compose_cache.freeze(OmegaConf.structured(Local)) is None
+
+
+def test_relative_config_dirs_key_by_the_folder_they_name(tmp_path, monkeypatch):
+    """A relative file source (``--config-dir conf``, ``hydra.searchpath=[file://conf]``) is read
+    from the current directory: the key and the file stamps name the absolute folder, so two
+    directories' ``conf`` never share a composition."""
+    from types import SimpleNamespace
+
+    FileConfigSource = type("FileConfigSource", (), {})
+    src = FileConfigSource()
+    src.path = "conf"
+    for d in ("a", "b"):
+        (tmp_path / d / "conf").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    in_a = hydra_fast.source_dir(src)
+    monkeypatch.chdir(tmp_path / "b")
+    in_b = hydra_fast.source_dir(src)
+    assert (in_a, in_b) == (str(tmp_path / "a" / "conf"), str(tmp_path / "b" / "conf"))
+    assert hydra_fast.source_dir(SimpleNamespace(path="")) is None   # the ConfigStore's source
