@@ -6,7 +6,10 @@ pure-Python emitter. Each function below patches one of those steps in place, ch
 applies, and is idempotent; none changes a composed config or a written file
 (tests/runner/test_faststart.py compares each with Hydra's own). ``install()`` applies them all
 unless ``SIMLLM_HYDRA_SHORTCUTS=0`` (Hydra's own behaviour throughout). runner/app.py, the thin
-app, calls it at import; nothing else here runs on import.
+app, calls it at import; nothing else here runs on import. Also here: ConfigStore entries built
+on first load (``store_lazily``; runner.schema and runner.experiments register that way while
+the shortcuts are on) and the compose memo's use of the cross-process compose cache
+(runner.compose_cache; tests/runner/test_compose_cache.py).
 """
 
 import copy
