@@ -134,6 +134,13 @@ class LazyNode:
     def __init__(self, key, load):
         self.key, self.load, self.node = key, load, None
 
+    def __deepcopy__(self, memo):
+        """Shared, not copied: Hydra deep-copies the ConfigStore per compose where
+        ``share_config_store`` is not installed (runner.compose in the tools), and a copy would
+        build the node again each time; the built node is never handed out, only copies of it
+        (``ConfigStore.load``)."""
+        return self
+
     def get(self):
         if self.node is None:
             from omegaconf import OmegaConf

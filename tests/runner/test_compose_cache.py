@@ -202,6 +202,9 @@ def test_lazy_entries_build_what_store_builds():
         cs.repo = saved
     node = cs.repo["hardware"]["hardware_schema.yaml"].node
     assert isinstance(node, hydra_fast.LazyNode)
+    import copy as copy_
+
+    assert copy_.deepcopy(node) is node     # Hydra's per-compose copy of the store (no runner.app)
     gen = hydra_fast._STORES["generation"]
     schema.register()                                  # again: nothing changes
     assert cs.repo["hardware"]["hardware_schema.yaml"].node is node
