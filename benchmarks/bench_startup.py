@@ -9,11 +9,17 @@ of that process alone, wall time and peak RSS):
   analytical   one analytical run, tracking off (``simllm tracking=none``)
   des 1k       the DES with 1,000 Poisson requests, tracking off
                (``simllm engine=des workload=poisson_chat workload.num_requests=1000 tracking=none``)
+  help / analytical, no compose cache
+               the same with ``SIMLLM_COMPOSE_CACHE=0`` (runner.compose_cache off: what a process
+               pays whose config-group selection was not composed before, less writing the file)
 and the ten most expensive packages to import (``python -X importtime``: the summed own time of
-every module of a top-level package such as hydra, numpy or mlflow) for each of the three.
+every module of a top-level package such as hydra, numpy or mlflow) for each of the three
+(``--no-imports`` skips them).
+Each figure's first process is an unmeasured warm-up (it fills the compose cache and the
+persistent caches of engine.persist, kept in a temporary ``SIMLLM_CACHE_DIR`` for this run only).
 ``--checkout DIR`` measures another checkout of simllm (e.g. an older commit exported with
 ``git archive``) through PYTHONPATH with this environment's packages: the before/after figure.
-Targets: help and analytical < 1 CPU-s, des 1k < 0.8 CPU-s.
+Targets (the start-up issue's): help <= 0.3 CPU-s, analytical <= 0.4, des 1k <= 0.5.
 """
 
 import os
@@ -26,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._measure import ROOT, Bench, import_time_top  # noqa: E402
 
-TARGETS = {"help": 1.0, "analytical": 1.0, "des 1k": 0.8}
+TARGETS = {"help": 0.3, "analytical": 0.4, "des 1k": 0.5}
 
 
 def main():
@@ -34,9 +40,10 @@ def main():
     bench.parser.add_argument("--checkout", default=None,
                               help="measure this simllm checkout instead of the installed one")
     bench.parser.add_argument("--top", type=int, default=10, help="import-time rows shown")
+    bench.parser.add_argument("--no-imports", action="store_true", help="skip the import-time tables")
     args = bench.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="simllm-startup-"))
-    env = dict(os.environ)
+    env = dict(os.environ, SIMLLM_CACHE_DIR=str(tmp / "cache"))
     if args.checkout:
         env["PYTHONPATH"] = str(Path(args.checkout).resolve())
     exe = str(Path(sys.executable).parent / "simllm")
@@ -51,8 +58,11 @@ def main():
     try:
         for label, argv in runs.items():
             bench.cli(label, [exe, *argv], cwd=tmp, env=env, target_cpu_s=TARGETS[label])
+        for label in ("help", "analytical"):
+            bench.cli(f"{label}, no compose cache", [exe, *runs[label]], cwd=tmp,
+                      env=dict(env, SIMLLM_COMPOSE_CACHE="0"))
         bench.info["import_top"] = {}
-        for label in ("help", "analytical", "des 1k"):
+        for label in () if args.no_imports else ("help", "analytical", "des 1k"):
             top = import_time_top(py[1:] + runs[label], top=args.top, cwd=tmp, env=env)
             bench.info["import_top"][label] = top
             print(f"\nimport time by package, top {args.top} ({label}; ms of the package's own "
@@ -65,7 +75,7 @@ def main():
             t = r.get("target_cpu_s")
             if t:
                 print(f"{r['label']:<11} {r['cpu_s']['min']:.2f} CPU-s (min of {r['cpu_s']['n']}) "
-                      f"target < {t}: {'met' if r['cpu_s']['min'] < t else 'NOT met'}")
+                      f"target <= {t}: {'met' if r['cpu_s']['min'] <= t else 'NOT met'}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

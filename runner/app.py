@@ -36,11 +36,12 @@ from omegaconf import DictConfig  # noqa: E402
 
 from engine.errors import SpecError  # noqa: E402
 from runner import experiments, hydra_fast, schema  # noqa: E402
-from runner.job import record_failure, run_job  # noqa: E402
 
 hydra_fast.install()          # unless SIMLLM_HYDRA_SHORTCUTS=0
+# with the shortcuts on, both store names only and build a node when a compose loads it (not at
+# all when the compose cache has the composition: runner.compose_cache)
 schema.register()
-if hydra_fast.may_use_experiments(sys.argv[1:]):
+if hydra_fast.enabled() or hydra_fast.may_use_experiments(sys.argv[1:]):
     experiments.register()
 gc.freeze()
 if _GC_ON:
@@ -152,6 +153,9 @@ def execute(cfg: DictConfig, job_dir: Path, overrides: list[str], multirun: bool
 
 
 def _run(cfg: DictConfig, job_dir: Path, overrides: list[str], multirun: bool, job_num: int) -> None:
+    # here, not at import: --help, --cfg and --info never run a job (runner.job: ~0.01 CPU-s)
+    from runner.job import record_failure, run_job
+
     try:
         run_job(cfg, job_dir, overrides)
     except SpecError as e:

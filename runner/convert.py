@@ -144,10 +144,6 @@ def misspelt_option(args) -> str | None:
     ``hardware=H100-SXM5-80GB``: ``hardware=h100_sxm``; runner.tools.rowgrammar's aliases, else the
     closest option name), else None (Hydra reports anything else itself). Sweeps are checked
     value by value; a command line that adds config directories or search paths is not checked."""
-    import difflib
-
-    from runner.tools import rowgrammar as rg
-
     if any(a.startswith(("-cp", "-cd", "-cn", "--config")) or "searchpath" in a for a in args):
         return None
     for arg in args:
@@ -159,6 +155,10 @@ def misspelt_option(args) -> str | None:
         for v in (x.strip() for x in value.split(",")):
             if not v or v in options:
                 continue
+            import difflib   # here: a command line naming existing options never needs them
+
+            from runner.tools import rowgrammar as rg
+
             if group == "model":
                 opt, _, quant = rg.resolve_model(v)
                 hint = (f"; its {quant} checkpoint: model={opt} with model.weight_dtype={quant}"

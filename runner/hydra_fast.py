@@ -6,7 +6,10 @@ pure-Python emitter. Each function below patches one of those steps in place, ch
 applies, and is idempotent; none changes a composed config or a written file
 (tests/runner/test_faststart.py compares each with Hydra's own). ``install()`` applies them all
 unless ``SIMLLM_HYDRA_SHORTCUTS=0`` (Hydra's own behaviour throughout). runner/app.py, the thin
-app, calls it at import; nothing else here runs on import.
+app, calls it at import; nothing else here runs on import. Also here: ConfigStore entries built
+on first load (``store_lazily``; runner.schema and runner.experiments register that way while
+the shortcuts are on) and the compose memo's use of the cross-process compose cache
+(runner.compose_cache; tests/runner/test_compose_cache.py).
 """
 
 import copy
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 
-from runner import experiments
+from runner import compose_cache, experiments
 
 #: Set to 0 for Hydra's own behaviour throughout (none of the patches); the outputs are the same
 #: either way (tests/runner/test_faststart.py compares a sweep's files).
@@ -60,11 +63,12 @@ def cache_config_files() -> None:
             continue
         cache: dict = {}
 
-        def load_config(self, config_path, _orig=cls.load_config, _cache=cache,
-                        _files=cls.__name__ == "FileConfigSource"):
+        def load_config(self, config_path, _orig=cls.load_config, _cache=cache):
             stamp = None
-            if _files:   # package resources do not change while a process runs; files may
-                full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+            root = source_dir(self)
+            _files = root is not None   # a zipped package does not change while a process runs
+            if _files:                  # files may (a package's too: conf/ is one)
+                full = os.path.realpath(os.path.join(root, self._normalize_file_name(config_path)))
                 try:
                     st = os.stat(full)
                 except OSError:
@@ -83,6 +87,30 @@ def cache_config_files() -> None:
         cls.load_config = load_config
 
 
+_SOURCE_DIRS: dict = {}
+
+
+def source_dir(source) -> str | None:
+    """The folder on disk of a config source's files: a file source's path (absolute: a relative
+    one is read from the current directory), a package source's folder (``pkg://conf``: conf/ is
+    a package); None for the ConfigStore and zipped packages."""
+    k = (type(source).__name__, source.path)
+    if k[0] == "FileConfigSource":
+        return os.path.abspath(source.path)
+    if k not in _SOURCE_DIRS:
+        d = None
+        if k[0] == "ImportlibResourcesConfigSource":
+            try:
+                from importlib import resources
+
+                files = resources.files(source.path)
+                d = str(files) if isinstance(files, Path) and files.is_dir() else None
+            except Exception:  # noqa: BLE001 - not a package on disk
+                d = None
+        _SOURCE_DIRS[k] = d
+    return _SOURCE_DIRS[k]
+
+
 #: (path, (mtime, size)) of each config file read while a compose is being memoised (else None).
 _LOADED: list | None = None
 
@@ -95,10 +123,130 @@ def _file_stamp(path: str):
     return (st.st_mtime_ns, st.st_size)
 
 
+class LazyNode:
+    """The node of a ConfigStore entry, built on its first load (``store_lazily``): ``key``
+    identifies what it is built from (a schema class, a file and its stamp), ``load()`` returns
+    what ``ConfigStore.store`` would have been given (a dataclass, a DictConfig); the built node
+    is kept."""
+
+    __slots__ = ("key", "load", "node")
+
+    def __init__(self, key, load):
+        self.key, self.load, self.node = key, load, None
+
+    def __deepcopy__(self, memo):
+        """Shared, not copied: Hydra deep-copies the ConfigStore per compose where
+        ``share_config_store`` is not installed (runner.compose in the tools), and a copy would
+        build the node again each time; the built node is never handed out, only copies of it
+        (``ConfigStore.load``)."""
+        return self
+
+    def get(self):
+        if self.node is None:
+            from omegaconf import OmegaConf
+
+            self.node = OmegaConf.structured(self.load())   # what ConfigStore.store does
+        return self.node
+
+
+def lazy_configs() -> None:
+    """Let a ConfigStore entry's node be built on its first load (``store_lazily``).
+
+    Registering simllm's schemas builds every generated dataclass into an OmegaConf node
+    (``OmegaConf.structured``: ~0.07 CPU-s a process) and registering the experiment presets
+    parses each experiments/*.yaml (~0.1 CPU-s); a process whose compose is found in the compose
+    cache (runner.compose_cache) or that selects no preset loads none of them. Listing a group
+    (``--help``, Hydra's "Available options") needs only the entry's name, which is stored at
+    once. ``ConfigStore.load`` hands out a deep copy of the built node, as of any node.
+    Idempotent."""
+    if getattr(ConfigStore._load, "_simllm", False):
+        return
+    orig = ConfigStore._load
+
+    def _load(self, config_path):
+        ret = orig(self, config_path)
+        if isinstance(ret.node, LazyNode):
+            ret = dataclasses.replace(ret, node=ret.node.get())
+        return ret
+
+    _load._simllm = True
+    ConfigStore._load = _load
+
+
+#: How many entries were stored in the ConfigStore in this process (``store`` and
+#: ``store_lazily`` calls) and how many of them by ``store`` since ``install`` (a node whose
+#: content the compose cache cannot stamp: it is off for the rest of the process).
+_STORES = {"generation": 0, "eager": 0}
+
+
+def store_lazily(name: str, key, load, group: str | None = None, package: str | None = None,
+                 provider: str | None = None) -> None:
+    """``ConfigStore.store(name, load(), group, package, provider)`` with the node built on its
+    first load (``lazy_configs``). Storing again what is stored (the same ``key``) changes
+    nothing."""
+    from hydra.core.config_store import ConfigNode
+
+    lazy_configs()
+    cur = ConfigStore.instance().repo
+    if group is not None:
+        for d in group.split("/"):
+            cur = cur.setdefault(d, {})
+    if not name.endswith(".yaml"):
+        name = f"{name}.yaml"
+    old = cur.get(name)
+    if (isinstance(old, ConfigNode) and isinstance(old.node, LazyNode) and old.node.key == key
+            and (old.group, old.package, old.provider) == (group, package, provider)):
+        return
+    cur[name] = ConfigNode(name=name, node=LazyNode(key, load), group=group, package=package,
+                           provider=provider)
+    _STORES["generation"] += 1
+
+
+def store_listing() -> list:
+    """Every ConfigStore entry as (path, provider, package, what its node is built from: the
+    lazy entry's key, else None): what the compose cache keys the store by."""
+    out = []
+
+    def walk(d, prefix):
+        for k in sorted(d):
+            v = d[k]
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}/")
+            else:
+                node = getattr(v, "node", None)
+                key = node.key if isinstance(node, LazyNode) else None
+                out.append((prefix + k, getattr(v, "provider", None), getattr(v, "package", None),
+                            _key_text(key)))
+
+    walk(ConfigStore.instance().repo, "")
+    return out
+
+
+def _key_text(key):
+    """A lazy entry's key as text: a class by its name (its source is stamped separately)."""
+    if key is None:
+        return None
+    return repr(tuple(k.__qualname__ if isinstance(k, type) else k for k in key))
+
+
+#: The compose memo: "entries" key -> [DefaultsList, file stamps, composed config or None,
+#: compose-cache key or None]; "by_defaults" id(DefaultsList.defaults) -> entry.
+_MEMO: dict = {"entries": {}, "by_defaults": {}}
+
+
+def forget_compositions() -> None:
+    """Drop this process's memoised compositions: the next compose of each selection reads the
+    compose cache (runner.compose_cache) or composes (tests)."""
+    _MEMO["entries"].clear()
+    _MEMO["by_defaults"].clear()
+
+
 def memoize_compose() -> None:
     """Compose each distinct selection of config-group options once per process; a job that
     differs only in values (``partition.tp=4``, ``hardware.hbm_bandwidth=5TB/s``) starts from a
-    deep copy of that composition, and Hydra's own code applies its value overrides and fills
+    copy of that composition (read back from its pickle, compose_cache.Frozen: ~2 ms where a
+    deep copy costs ~10 ms; a deep copy where it does not pickle), and Hydra's own code applies
+    its value overrides and fills
     ``hydra.*`` (overrides, choices, override_dirname, ...) exactly as for a fresh compose.
 
     Hydra's basic sweeper composes every job twice (validate, then launch) and a compose of
@@ -110,7 +258,10 @@ def memoize_compose() -> None:
     order) and the merge of that defaults list (``_compose_config_from_defaults_list``).
     A memoised entry is used only while the config search path, the ConfigStore (every
     ``store`` call counts) and the stamps (mtime, size) of the config files it read are
-    unchanged; sweep overrides and anything that fails take Hydra's own path. Idempotent.
+    unchanged; sweep overrides and anything that fails take Hydra's own path. A selection this
+    process has not composed is looked up in the compose cache (runner.compose_cache: the same
+    two results, kept across processes) before it is composed, and written there after.
+    Idempotent.
     """
     import hydra._internal.config_loader_impl as cli
 
@@ -118,16 +269,15 @@ def memoize_compose() -> None:
         return
     orig_defaults = cli.create_defaults_list
     orig_compose = cli.ConfigLoaderImpl._compose_config_from_defaults_list
-    store_generation = [0]
     orig_store = ConfigStore.store
 
     def store(self, *args, **kwargs):
-        store_generation[0] += 1
+        _STORES["generation"] += 1
+        _STORES["eager"] += 1
         return orig_store(self, *args, **kwargs)
 
     ConfigStore.store = store
-    entries: dict = {}     # key -> [DefaultsList, file stamps, composed config or None]
-    by_defaults: dict = {}  # id(DefaultsList.defaults) -> entry
+    entries, by_defaults = _MEMO["entries"], _MEMO["by_defaults"]
 
     def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
         global _LOADED
@@ -137,14 +287,27 @@ def memoize_compose() -> None:
             values = [o for o in overrides_list
                       if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
             groups = [o for o in overrides_list if not any(o is v for v in values)]
-            key = (tuple((type(s).__name__, s.provider, s.path) for s in repo.get_sources()),
-                   config_name, tuple(o.input_line for o in groups), prepend_hydra, skip_missing,
-                   store_generation[0])
+            sources = tuple((type(s).__name__, s.provider, s.path, source_dir(s))
+                            for s in repo.get_sources())
+            key = (sources, config_name, tuple(o.input_line for o in groups), prepend_hydra,
+                   skip_missing, _STORES["generation"])
         except Exception:  # noqa: BLE001 - Hydra's own path raises its own error
             return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
         entry = entries.get(key)
         if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
             return dataclasses.replace(entry[0], config_overrides=values)
+        disk_key = None
+        if _STORES["eager"] == 0 and compose_cache.enabled():   # the cross-process cache
+            disk_key = compose_cache.key(key[:-1], store_listing())
+            hit = compose_cache.load(disk_key)
+            if hit is not None:
+                dl, loaded, cfg = hit
+                old = entries.pop(key, None)
+                if old is not None:
+                    by_defaults.pop(id(old[0].defaults), None)
+                entries[key] = entry = [dl, loaded, cfg, None]
+                by_defaults[id(dl.defaults)] = entry
+                return dataclasses.replace(dl, config_overrides=values)
         outer = _LOADED       # the files this compose read so far (the primary config), if any
         if outer is None:
             _LOADED = []
@@ -159,7 +322,7 @@ def memoize_compose() -> None:
         old = entries.pop(key, None)
         if old is not None:
             by_defaults.pop(id(old[0].defaults), None)
-        entries[key] = entry = [dl, loaded, None]
+        entries[key] = entry = [dl, loaded, None, disk_key]
         by_defaults[id(dl.defaults)] = entry
         return dataclasses.replace(dl, config_overrides=values)
 
@@ -169,8 +332,14 @@ def memoize_compose() -> None:
             return orig_compose(self, defaults, repo)
         if entry[2] is None:
             cfg = orig_compose(self, defaults, repo)
-            entry[2] = copy.deepcopy(cfg)
+            frozen = compose_cache.freeze(cfg)   # its pickle: a copy costs a fifth of a deep copy
+            entry[2] = frozen if frozen is not None else copy.deepcopy(cfg)
+            if frozen is not None and entry[3] is not None and _STORES["eager"] == 0:
+                compose_cache.save(entry[3], entry[0], entry[1], frozen,
+                                   [d for d in map(source_dir, repo.get_sources()) if d is not None])
             return cfg
+        if isinstance(entry[2], compose_cache.Frozen):
+            return entry[2].thaw()
         return copy.deepcopy(entry[2])
 
     orig_impl = cli.ConfigLoaderImpl._load_configuration_impl
@@ -192,6 +361,57 @@ def memoize_compose() -> None:
     cli.create_defaults_list = create_defaults_list
     cli.ConfigLoaderImpl._compose_config_from_defaults_list = compose_config_from_defaults_list
     cli.ConfigLoaderImpl._load_configuration_impl = load_configuration_impl
+
+
+def fast_group_listing() -> None:
+    """List config groups and options without rebuilding the same helpers for every group.
+
+    ``simllm --help`` (and Hydra's "Available options" of a bad option) lists each config group's
+    options: 128 calls of ``ConfigLoaderImpl.get_group_options`` here, each building a new
+    overrides parser (``create_functions``: the grammar's functions registered again, each with
+    ``inspect.signature``) and asking ``importlib.resources.files`` for conf/'s package again for
+    every file it looks at (~1,700 calls): ~0.03 CPU-s of a 0.35 CPU-s ``--help``. The
+    functions registry is built once (Hydra registers the same built-ins every time and never
+    changes them after) and a package's folder is looked up once per process (``pkg://``
+    sources: conf/ and Hydra's own). Listings, parses and composed configs are unchanged.
+    Idempotent."""
+    import hydra._internal.core_plugins.importlib_resources_config_source as irc
+    import hydra.core.override_parser.overrides_parser as op
+
+    if not getattr(op.create_functions, "_simllm", False):
+        orig_create = op.create_functions
+        made: list = []
+
+        def create_functions():
+            if not made:
+                made.append(orig_create())
+            return made[0]
+
+        create_functions._simllm = True
+        create_functions._hydra = orig_create
+        op.create_functions = create_functions
+    if not isinstance(irc.resources, _PackageFiles):
+        irc.resources = _PackageFiles(irc.resources)
+
+
+class _PackageFiles:
+    """``importlib.resources`` with ``files(package)`` looked up once per package and process
+    (fast_group_listing); every other attribute is the module's."""
+
+    def __init__(self, resources):
+        self._resources = resources
+        self._files: dict = {}
+
+    def files(self, package):
+        if not isinstance(package, str):
+            return self._resources.files(package)
+        hit = self._files.get(package)
+        if hit is None:
+            hit = self._files[package] = self._resources.files(package)
+        return hit
+
+    def __getattr__(self, name):
+        return getattr(self._resources, name)
 
 
 def _plain_ascii(obj) -> bool:
@@ -246,6 +466,78 @@ def fast_job_yaml() -> None:
 
     _save_config._simllm = True
     hcu._save_config = _save_config
+
+
+def fast_help() -> None:
+    """``--help``, ``--cfg`` and ``--info`` print the same text with less work.
+
+    * Hydra prints the composed config with ``OmegaConf.to_yaml`` (PyYAML's pure-Python emitter,
+      ~0.012 CPU-s for simllm's config): within Hydra's ``hydra._internal.hydra`` module it is
+      written by libyaml's emitter where that gives the same text, as ``fast_job_yaml`` decides
+      (plain printable-ASCII data, ``sort_keys=False``; anything else takes OmegaConf's path);
+    * ``--help`` lists each config group's options twice (once to find the groups, once to print
+      them), each listing building a new config repository: while one help text is rendered, a
+      listing is done once (the files and the ConfigStore cannot change in between).
+    Idempotent."""
+    import hydra._internal.hydra as hh
+    from hydra.core.object_type import ObjectType
+
+    if getattr(hh.Hydra.get_help, "_simllm", False):
+        return
+    to_yaml = _libyaml_to_yaml()
+    if to_yaml is not None and not getattr(hh.OmegaConf, "_simllm", False):
+        class OmegaConf(hh.OmegaConf):   # the module's OmegaConf: only to_yaml differs
+            _simllm = True
+
+        OmegaConf.to_yaml = staticmethod(to_yaml)
+        hh.OmegaConf = OmegaConf
+    orig = hh.Hydra.get_help
+
+    def get_help(self, help_cfg, cfg, args_parser, resolve):
+        loader = self.config_loader
+        listings: dict = {}
+        own = loader.get_group_options
+
+        def get_group_options(group_name, results_filter=ObjectType.CONFIG, config_name=None,
+                              overrides=None):
+            k = (group_name, results_filter, config_name, tuple(overrides or ()))
+            if k not in listings:
+                listings[k] = own(group_name, results_filter, config_name, overrides)
+            return list(listings[k])
+
+        loader.get_group_options = get_group_options
+        try:
+            return orig(self, help_cfg, cfg, args_parser, resolve)
+        finally:
+            del loader.get_group_options
+
+    get_help._simllm = True
+    get_help._hydra = orig
+    hh.Hydra.get_help = get_help
+
+
+def _libyaml_to_yaml():
+    """``OmegaConf.to_yaml`` written by libyaml's emitter where the text is the same
+    (``fast_job_yaml``), else by OmegaConf; None without libyaml."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import OmegaConfDumper, _ensure_container, get_omega_conf_dumper
+
+    if not hasattr(yaml, "CDumper"):
+        return None
+
+    class CDumper(yaml.CDumper):
+        pass
+
+    CDumper.add_representer(str, OmegaConfDumper.str_representer)
+
+    def to_yaml(cfg, *, resolve: bool = False, sort_keys: bool = False) -> str:
+        container = OmegaConf.to_container(_ensure_container(cfg), resolve=resolve, enum_to_str=True)
+        dumper = CDumper if not sort_keys and _plain_ascii(container) else get_omega_conf_dumper()
+        return yaml.dump(container, default_flow_style=False, allow_unicode=True,
+                         sort_keys=sort_keys, Dumper=dumper)
+
+    return to_yaml
 
 
 #: Roots whose config files could set ``hydra.mode`` (conf/ and the experiment presets).
@@ -336,6 +628,8 @@ def install() -> None:
     skip_mode_compose()
     memoize_compose()
     fast_job_yaml()
+    fast_group_listing()
+    fast_help()
 
 
 #: Should this command line register the experiment presets? (public name of the check above)

@@ -142,14 +142,43 @@ class ConfigSchema:
     plan: Optional[Any] = None
 
 
-def register() -> None:
-    """Store the schemas in Hydra's ConfigStore (idempotent)."""
+#: The group schemas, stored as ``<group>_schema`` (ConfigSchema itself as ``config_schema``).
+GROUPS = (("hardware", HardwareSchema), ("model", ModelSchema), ("partition", PartitionSchema),
+          ("workload", WorkloadSchema), ("calibration", CalibrationSchema),
+          ("framework", FrameworkSchema), ("engine", EngineSchema), ("tracking", TrackingSchema),
+          ("paths", PathsSchema), ("uncertainty", UncertaintySchema))
+
+
+def classes() -> dict:
+    """Every schema dataclass of ConfigSchema (nested ones included) by its name: how the compose
+    cache (runner.compose_cache) refers to the generated ones. Raises if two share a name."""
+    out: dict = {}
+
+    def walk(cls):
+        if out.setdefault(cls.__qualname__, cls) is not cls:
+            raise ValueError(f"two schema classes named {cls.__qualname__}")
+        for f in dataclasses.fields(cls):
+            if isinstance(f.type, type) and dataclasses.is_dataclass(f.type):
+                walk(f.type)
+
+    walk(ConfigSchema)
+    return out
+
+
+def register(lazy: bool | None = None) -> None:
+    """Store the schemas in Hydra's ConfigStore (idempotent). ``lazy`` (default: while the Hydra
+    shortcuts are on, runner.hydra_fast.enabled) builds each node on its first load
+    (hydra_fast.store_lazily) instead of now."""
+    from runner import hydra_fast
+
+    if lazy is None:
+        lazy = hydra_fast.enabled()
+    entries = (("config_schema", None, ConfigSchema),
+               *((f"{group}_schema", group, node) for group, node in GROUPS))
+    if lazy:
+        for name, group, node in entries:
+            hydra_fast.store_lazily(name, ("schema", node), lambda node=node: node, group=group)
+        return
     cs = ConfigStore.instance()
-    cs.store(name="config_schema", node=ConfigSchema)
-    for group, node in (("hardware", HardwareSchema), ("model", ModelSchema),
-                        ("partition", PartitionSchema), ("workload", WorkloadSchema),
-                        ("calibration", CalibrationSchema), ("framework", FrameworkSchema),
-                        ("engine", EngineSchema),
-                        ("tracking", TrackingSchema), ("paths", PathsSchema),
-                        ("uncertainty", UncertaintySchema)):
-        cs.store(group=group, name=f"{group}_schema", node=node)
+    for name, group, node in entries:
+        cs.store(group=group, name=name, node=node)

@@ -67,8 +67,9 @@ FRAMEWORK_FALLBACK = ("trtllm", "sglang", "vllm")
 
 @functools.lru_cache(maxsize=1)
 def shipped_tables() -> dict:
-    """The compact tables shipped in engine/cost/data/tables.npz (see engine.cost.derive)."""
-    return derive.load(DATA / "tables.npz")
+    """The compact tables shipped in engine/cost/data/tables.npz (see engine.cost.derive), each
+    array read on its first use (derive.LazyTables)."""
+    return derive.LazyTables(DATA / "tables.npz")
 
 
 @functools.lru_cache(maxsize=1)

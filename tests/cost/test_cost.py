@@ -274,3 +274,18 @@ def test_measured_chip_what_if_scales_by_transfer_ratio():
     r = base.attn_decode_s(64, 8192, 32, 8, 128, "bf16") / fast.attn_decode_s(64, 8192, 32, 8, 128, "bf16")
     assert 1.8 < r < 2.39
     assert fast.gemm_s(8192, 8192, 8192, "bf16") == pytest.approx(base.gemm_s(8192, 8192, 8192, "bf16"), rel=0.02)
+
+
+def test_lazily_read_tables_equal_the_eager_read():
+    """shipped_tables() decompresses an array on its first use (derive.LazyTables): the same keys,
+    in the same order, and the same arrays (dtype, shape, values) as derive.load."""
+    from engine.cost import derive
+    from engine.cost.model import DATA
+
+    eager, lazy = derive.load(DATA / "tables.npz"), shipped_tables()
+    assert isinstance(lazy, derive.LazyTables) and list(lazy) == list(eager) and len(lazy) == len(eager)
+    assert derive.same(eager, lazy) == []
+    assert all(lazy[k].dtype == eager[k].dtype and lazy[k].shape == eager[k].shape for k in eager)
+    assert lazy["chips"] is lazy["chips"] and "no/such/key" not in lazy and lazy.get("no/such/key") is None
+    with pytest.raises(KeyError):
+        lazy["no/such/key"]

@@ -319,3 +319,76 @@ def test_basic_sweep_files_identical_without_the_shortcuts(tmp_path):
             a, b = json.loads(a), json.loads(b)
             a.pop("job_uid"), b.pop("job_uid")
         assert a == b, f
+
+
+def test_group_listing_equals_hydras_own():
+    """fast_group_listing: every group's options (and sub-groups), as ``--help`` lists them, are
+    the same with the shared grammar functions and package-folder lookups as with Hydra's own."""
+    import hydra._internal.core_plugins.importlib_resources_config_source as irc
+    import hydra.core.override_parser.overrides_parser as op
+    from hydra.core.object_type import ObjectType
+
+    def listing():
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                loader = GlobalHydra.instance().config_loader()
+                out, todo = {}, [""]
+                while todo:
+                    g = todo.pop()
+                    out[g] = (loader.get_group_options(g, ObjectType.CONFIG),
+                              loader.get_group_options(g, ObjectType.GROUP))
+                    todo += [f"{g}/{s}".lstrip("/") for s in out[g][1]]
+                return out
+        finally:
+            GlobalHydra.instance().clear()
+
+    assert op.create_functions._simllm and isinstance(irc.resources, app._PackageFiles)
+    fast = listing()
+    assert "experiment" in fast and "capacity" in fast["experiment"][0]
+    assert "hydra/launcher" in fast and "basic" in fast["hydra/launcher"][0]
+    patched = (op.create_functions, irc.resources)
+    op.create_functions, irc.resources = patched[0]._hydra, patched[1]._resources
+    try:
+        assert listing() == fast
+    finally:
+        op.create_functions, irc.resources = patched
+    assert op.OverridesParser.create().parse_overrides(["a=choice(1,2)", "b=range(3)"])[0].is_sweep_override()
+
+
+def test_printed_configs_use_libyaml_only_where_identical(cfg_of):
+    """fast_help: Hydra's module prints configs with libyaml's emitter where the text is
+    OmegaConf.to_yaml's (simllm's config, resolved or not; containers with line breaks, control
+    characters, odd keys or sort_keys take OmegaConf's own path)."""
+    import hydra._internal.hydra as hh
+
+    assert hh.OmegaConf._simllm and hh.OmegaConf is not OmegaConf and hh.Hydra.get_help._simllm
+    cfg = cfg_of("tracking=none")
+    cases = [cfg, OmegaConf.create({"a": "two\nlines", "b": "tab\there", "": 1, "k" * 130: "v"}),
+             OmegaConf.create({"s": "caf\u00e9 \u2603", "n": None, "l": [1, 2.5, "x: y"]})]
+    for c in cases:
+        for resolve in (False, True):
+            assert hh.OmegaConf.to_yaml(c, resolve=resolve) == OmegaConf.to_yaml(c, resolve=resolve)
+        assert hh.OmegaConf.to_yaml(c, sort_keys=True) == OmegaConf.to_yaml(c, sort_keys=True)
+    assert hh.OmegaConf.create({"a": 1}) == OmegaConf.create({"a": 1})   # the rest is OmegaConf's
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--cfg", "job", "hardware=h200", "partition.tp=2"],
+                                  ["--cfg", "hydra", "hydra.run.dir=x"], ["--hydra-help"]])
+def test_help_and_printed_config_equal_hydras_own(tmp_path, args):
+    """``simllm --help`` / ``--cfg`` / ``--hydra-help`` print the same text with the shortcuts
+    (the listing memo, libyaml, the compose cache: first and second process) as with Hydra's own
+    behaviour (SIMLLM_HYDRA_SHORTCUTS=0)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from runner.app import main; sys.argv[0] = 'simllm'; main()"
+    out = {}
+    for mode in ("0", "1", "1 again"):
+        env = {**os.environ, "SIMLLM_HYDRA_SHORTCUTS": mode[0], "SIMLLM_CACHE_DIR": str(tmp_path)}
+        p = subprocess.run([sys.executable, "-c", code, *args], cwd=CONF.parent, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out[mode] = p.stdout
+    assert out["1"] == out["0"] and out["1 again"] == out["0"]
+    assert len(out["0"]) > 500
