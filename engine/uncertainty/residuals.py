@@ -1,7 +1,10 @@
 """The per-row residuals an error model was fitted on (``intervals.residuals.csv`` beside the
 table: id, the regime fields, log_ratio = ln(predicted / measured)), read back for refits and
 coverage checks. A file written before the load band (no ``band`` column) still reads: its rows
-get ``regimes.complete``'s band (none for static rows, unknown for the others)."""
+get ``regimes.complete``'s band (none for static rows, unknown for the others).
+
+    python -m engine.uncertainty.residuals     # the shipped residuals' spread per metric, load, band
+"""
 
 import csv
 from pathlib import Path
@@ -26,3 +29,36 @@ def read(path: Path | None = None) -> tuple[list[str], list[dict], list[float]]:
             regs.append(complete({k: row[k] for k in FIELDS if row.get(k) not in (None, "")}))
             res.append(float(row["log_ratio"]))
     return ids, regs, res
+
+
+def spread_table(path: Path | None = None) -> str:
+    """Per (metric, load, band) of a residuals file (default: the shipped one): rows, the median
+    residual c and the 80 % / 95 % conformal order statistics of |r - c| (rank ceil((n + 1)
+    level), '-' where n is too small), i.e. the half-widths those rows alone would give."""
+    import math
+
+    import numpy as np
+
+    from engine.uncertainty.conformal import conformal_rank
+
+    _, regs, res = read(path)
+    groups: dict = {}
+    for g, r in zip(regs, res):
+        if math.isfinite(r):
+            groups.setdefault((g["metric"], g["load"], g["band"]), []).append(r)
+    order = {b: i for i, b in enumerate(("light", "moderate", "heavy", "none", "unknown"))}
+    lines = [f"{'metric':<11}{'load':<9}{'band':<10}{'rows':>5}{'median r':>10}{'q 0.8':>8}{'q 0.95':>8}"]
+    for (m, ld, b), xs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 9))):
+        a = np.array(xs)
+        c = float(np.median(a))
+        s = np.sort(np.abs(a - c))
+        qs = []
+        for level in (0.8, 0.95):
+            k = conformal_rank(a.size, level)
+            qs.append(f"{s[k - 1]:>8.3f}" if k <= a.size else f"{'-':>8}")
+        lines.append(f"{m:<11}{ld:<9}{b:<10}{a.size:>5}{c:>+10.3f}{''.join(qs)}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(spread_table())

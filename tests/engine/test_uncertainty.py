@@ -152,3 +152,14 @@ def test_old_residual_file_without_band_reads(tmp_path):
     assert ids == ["A", "B"] and res == [0.1, -0.2]
     assert [g["band"] for g in regs] == ["none", "unknown"]
     assert fit(regs, res).regimes["metric=tpot|load=closed|band=unknown|stat=center"]["n"] == 1
+
+
+def test_spread_table_per_band(tmp_path):
+    # 10 light rows 0.00 .. 0.09: c = 0.045, 80 %: k = 9 -> q = 0.045; 95 %: k = ceil(11 x 0.95) = 11 > 10 -> '-'
+    from engine.uncertainty.residuals import spread_table
+
+    p = tmp_path / "r.residuals.csv"
+    p.write_text("id,metric,stat,load,band,framework,precision,backend,log_ratio\n" + "".join(
+        f"R{i},ttft,center,closed,light,sglang,16-bit,measured,{i / 100}\n" for i in range(10)))
+    lines = spread_table(p).splitlines()
+    assert lines[1].split() == ["ttft", "closed", "light", "10", "+0.045", "0.045", "-"]
