@@ -76,3 +76,50 @@ def test_static_job_has_band_none_and_no_band_line(cfg_of, tmp_path):
     assert ("regime 'metric=ttft|load=static|band=none|stat=center|framework=vllm_v1|precision=16-bit|"
             "backend=measured'") in notes
     assert "interval load band" not in notes
+
+
+def test_intervals_from_reads_the_band_column(tmp_path):
+    # simllm-validate's table.csv carries each row's band; one written before it has no column:
+    # no entry (the command then files DES rows under unknown); a band outside BANDS is refused
+    from engine.errors import SpecError
+    from runner.tools.validate.intervals import predictions_from
+
+    head = "id,metric,engine,measured,predicted,signed_error,how,skipped,compared_with,framework,precision"
+    new, old, bad = tmp_path / "new", tmp_path / "old", tmp_path / "bad"
+    for d in (new, old, bad):
+        d.mkdir()
+    (new / "table.csv").write_text(head + ",band\nA,ttft,des,10,12,0.2,,,ttft_ms_mean,sglang,16-bit,heavy\n"
+                                   "B,tpot,analytical,5,5,0,,,tpot_ms_p50,vllm_v1,16-bit,none\n")
+    (old / "table.csv").write_text(head + "\nC,ttft,des,10,9,-0.1,,,ttft_ms_mean,sglang,16-bit\n")
+    (bad / "table.csv").write_text(head + ",band\nD,ttft,des,10,9,-0.1,,,ttft_ms_mean,sglang,16-bit,busy\n")
+    bands: dict = {}
+    assert predictions_from([str(new), str(old)], bands) == {"A": 12.0, "B": 5.0, "C": 9.0}
+    assert bands == {"A": "heavy", "B": "none"}
+    with pytest.raises(SpecError, match="busy"):
+        predictions_from([str(bad)], {})
+
+
+def test_validation_row_takes_the_band_of_its_predicted_summary():
+    # set_bands reads the summary each row's prediction came from (the runner's cache): a closed
+    # loop with 30 of 40 ms queueing -> share 0.75 -> heavy; a Poisson row 10 of 40 ms -> 0.25 ->
+    # light; an analytical row -> none without reading a summary; a skipped row keeps no band
+    from runner.tools.validate.cases import Case
+    from runner.tools.validate.intervals import set_bands
+
+    class FakeRunner:
+        def __init__(self):
+            self.asked = []
+
+        def summary(self, case, params=None):
+            self.asked.append((case.id, params))
+            return {"C": {"queueing_ms_mean": 30.0, "ttft_ms_mean": 40.0},
+                    "P": {"queueing_ms_mean": 10.0, "ttft_ms_mean": 40.0}}[case.id]
+
+    cases = [Case("C", "ttft", 50.0, engine="des", workload={"arrival": "closed_loop"}, predicted=45.0),
+             Case("P", "tpot", 9.0, engine="des", workload={"arrival": "poisson"}, predicted=10.0),
+             Case("S", "tpot", 9.0, engine="analytical", predicted=10.0),
+             Case("X", "ttft", 9.0, engine="des", skip="no hardware config")]
+    r = FakeRunner()
+    set_bands(cases, r, {"compute_efficiency": 0.7})
+    assert [c.band for c in cases] == ["heavy", "light", "none", ""]
+    assert r.asked == [("C", {"compute_efficiency": 0.7}), ("P", {"compute_efficiency": 0.7})]
