@@ -5,8 +5,9 @@ of a default job with intervals on vs off.
 
 Coverage: the shipped residuals (engine/uncertainty/data/intervals.residuals.csv) split in
 halves (numpy default_rng(seed) for each seed; both directions); a model fitted on one half,
-the share of the other half inside its interval at 80 % and 95 %, per metric and load kind with
-row counts (summed over seeds and directions). Widths: the shipped model's median relative
+the share of the other half inside its interval at 80 % and 95 %, per metric and load kind
+(band "all") and per metric, load kind and load band, with row counts (summed over seeds and
+directions), and the mean held-out log half-width q at 80 % per metric, load kind and band. Widths: the shipped model's median relative
 half-width (hi - lo) / 2 at 80 % over its rows, per regime the rows land in. Cost: CPU-s of
 ``runner.job.run_job`` for the default config, uncertainty.enabled true vs false, tracking off
 (min of --reps). Nothing is asserted; figures are printed.
@@ -29,7 +30,7 @@ from engine.uncertainty.residuals import read  # noqa: E402
 
 def coverage_table(seeds: int) -> list[tuple]:
     ids, regs, res = read()
-    tally = defaultdict(lambda: {0.8: [0, 0], 0.95: [0, 0]})
+    tally = defaultdict(lambda: {0.8: [0, 0], 0.95: [0, 0], "q": []})
     for seed in range(seeds):
         a, b = halves(len(ids), seed)
         for fit_i, test_i in ((a, b), (b, a)):
@@ -38,10 +39,15 @@ def coverage_table(seeds: int) -> list[tuple]:
                 hit = covered(m, [regs[i] for i in test_i], [res[i] for i in test_i], level)
                 for i, h in zip(test_i, hit):
                     if np.isfinite(h):
-                        for key in ((regs[i]["metric"], regs[i]["load"]), ("all", "all")):
+                        g = regs[i]
+                        for key in ((g["metric"], g["load"], "all"), (g["metric"], g["load"], g["band"]),
+                                    ("all", "all", "all")):
                             tally[key][level][0] += int(h)
                             tally[key][level][1] += 1
-    return sorted((k, v) for k, v in tally.items())
+                            if level == 0.8:
+                                tally[key]["q"].append(m.interval(g, 0.8).q)
+    order = {b: i for i, b in enumerate(("all", "light", "moderate", "heavy", "none", "unknown"))}
+    return sorted(tally.items(), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 9)))
 
 
 def widths() -> list[tuple]:
@@ -75,10 +81,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     print(f"coverage on held-out halves ({a.seeds} seeds x 2 directions; rows summed)")
-    print(f"{'metric':<11}{'load':<9}{'80% covered':>14}{'n':>6}{'95% covered':>14}{'n':>6}")
-    for (m, ld), v in coverage_table(a.seeds):
+    print(f"{'metric':<11}{'load':<9}{'band':<10}{'80% covered':>14}{'n':>6}{'95% covered':>14}{'n':>6}"
+          f"{'mean q 80%':>12}")
+    for (m, ld, b), v in coverage_table(a.seeds):
         cells = "".join((f"{c[0] / c[1]:>14.1%}" if c[1] else f"{'-':>14}") + f"{c[1]:>6}" for c in (v[0.8], v[0.95]))
-        print(f"{m:<11}{ld:<9}{cells}")
+        print(f"{m:<11}{ld:<9}{b:<10}{cells}{np.mean(v['q']):>12.3f}")
     print("\nmedian relative half-width (hi - lo) / 2 at 80 % (shipped model) over the rows, per regime "
           "the rows' intervals rest on")
     for k, n, w in widths():

@@ -1,5 +1,6 @@
 """Prediction intervals on a job's headline metrics (``uncertainty`` config group): the job's
-regime (load kind, framework profile, precision, kernel backend) looked up in the error model
+regime (load kind, load band from its own summary, framework profile, precision, kernel
+backend) looked up in the error model
 of ``engine.uncertainty``, ``*_lo`` / ``*_hi`` added to the summary, one assumption per metric
 naming the regime and its row count. A job priced by the transfer backend (a chip with no measured
 kernel tables) has each interval widened by the transfer curves' leave-one-chip-out error
@@ -9,7 +10,7 @@ here runs when ``uncertainty.enabled`` is false."""
 import functools
 
 from engine.uncertainty import HEADLINE, ErrorModel, regime_of
-from engine.uncertainty.regimes import FIELDS, precision_class
+from engine.uncertainty.regimes import FIELDS, load_band, precision_class, queue_share
 
 
 def load_kind(engine: str, arrival: str = "", server: bool = False) -> str:
@@ -23,8 +24,10 @@ def load_kind(engine: str, arrival: str = "", server: bool = False) -> str:
     return {"batch": "offline", "closed_loop": "closed"}.get(arrival, "open")
 
 
-def base_regime(specs, engine: str, server: bool = False) -> dict:
-    """The regime fields of a job but the metric: load kind, profile, precision, backend."""
+def base_regime(specs, engine: str, server: bool = False, summary: dict | None = None) -> dict:
+    """The regime fields of a job but the metric: load kind, load band, profile, precision,
+    backend. The band comes from the job's own ``summary`` (``engine.uncertainty.regimes.load_band``:
+    none for a static job; unknown without a summary, e.g. before the run, which pools)."""
     from engine.analytical.kernels import backend
 
     be = backend(specs)
@@ -32,7 +35,8 @@ def base_regime(specs, engine: str, server: bool = False) -> dict:
         from engine.cost import resolve
         be = resolve("auto", specs.framework.kernel_tables, specs.hardware)
     m = specs.model
-    return {"load": load_kind(engine, getattr(specs.workload, "arrival", ""), server),
+    load = load_kind(engine, getattr(specs.workload, "arrival", ""), server)
+    return {"load": load, "band": load_band(load, summary),
             "framework": specs.framework.name,
             "precision": precision_class(str(getattr(m, "weight_dtype", "")), str(getattr(m, "activation_dtype", ""))),
             "backend": be}
@@ -82,21 +86,38 @@ def _widened_note(iv0, iv, lq, path: str | None) -> str:
             f"({', '.join(lq.chips)}; {path or 'engine/uncertainty/data/transfer_loco.json'})")
 
 
+def band_note(band: str, summary: dict):
+    """The assumption (engine.result.Assumption) saying where a DES job's load band came from:
+    its queue share with the numbers, or why it has none (None for a static job)."""
+    from engine.result import Assumption
+
+    if band == "none":
+        return None
+    if band == "unknown":
+        return Assumption("interval load band", "unknown", "the summary has no queueing_ms_mean / ttft_ms_mean: "
+                          "the intervals pool over the load bands (regime metric|load|stat and coarser)")
+    return Assumption("interval load band", band,
+                      f"queue share = queueing_ms_mean / ttft_ms_mean = {summary['queueing_ms_mean']:.4g} / "
+                      f"{summary['ttft_ms_mean']:.4g} ms = {queue_share(summary):.3f} (light < 0.6 <= moderate "
+                      "< 0.7 <= heavy; engine.uncertainty.regimes.load_band)")
+
+
 def annotate(summary: dict, specs, engine: str, level: float, table: str | None = None,
              loco_table: str | None = None) -> list:
     """Add ``<key>_lo`` / ``<key>_hi`` for each headline key of ``summary`` with a finite value;
-    return the assumptions (engine.result.Assumption) naming each interval's regime and rows, and
-    for a transfer-priced job the LOCO widening (``transfer_widening``; engine.uncertainty.loco)."""
+    return the assumptions (engine.result.Assumption) naming each interval's regime and rows, for
+    a DES job its load band's queue share (``band_note``), and for a transfer-priced job the LOCO widening (``transfer_widening``; engine.uncertainty.loco)."""
     import math
 
     from engine.result import Assumption
 
     em = model_for(table)
-    base = base_regime(specs, engine)
+    base = base_regime(specs, engine, summary=summary)
     lq = transfer_widening(specs, base, level, loco_table)
     if lq is not None:
         from engine.uncertainty.loco import widen
-    notes, seen = [], {}
+    bn = band_note(base["band"], summary)
+    notes, seen = ([bn] if bn is not None else []), {}
     for key in HEADLINE:
         v = summary.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.uncertainty.regimes import FIELDS, HIERARCHY
+from engine.uncertainty.regimes import HIERARCHY, complete
 
 #: The shipped error model (refit with ``simllm-calibrate intervals``).
 SHIPPED = Path(__file__).parent / "data" / "intervals.json"
@@ -93,12 +93,14 @@ def _regime_stats(r: np.ndarray) -> dict:
 
 def fit(regimes: list[dict], residuals, min_rows: int = 8, provenance: dict | None = None) -> "ErrorModel":
     """The error model of rows (``regimes[i]`` a dict of ``regimes.FIELDS``, ``residuals[i]`` =
-    ln(predicted / measured)); non-finite residuals are dropped. Every regime at every level of
+    ln(predicted / measured)); non-finite residuals are dropped; a regime without ``band`` gets
+    ``regimes.complete``'s (none for static, else unknown). Every regime at every level of
     ``HIERARCHY`` is stored with its sorted scores, so any level can be asked for later."""
     r = np.asarray(residuals, dtype=float)
     if len(regimes) != r.size:
         raise ValueError(f"{len(regimes)} regimes for {r.size} residuals")
     ok = np.isfinite(r)
+    regimes = [complete(g) for g in regimes]
     table: dict = {}
     for fields in HIERARCHY:
         groups: dict[str, list[float]] = {}
@@ -112,19 +114,24 @@ def fit(regimes: list[dict], residuals, min_rows: int = 8, provenance: dict | No
 
 @dataclass
 class ErrorModel:
-    """Per-regime conformal scores (``fit``), looked up with pooling (``interval``)."""
+    """Per-regime conformal scores (``fit``), looked up with pooling (``interval``).
+    ``hierarchy``: the key tuples the table was fitted with (a table written before the load
+    band keeps its own six-field hierarchy and is looked up with it)."""
 
     regimes: dict
     min_rows: int = 8
     provenance: dict = field(default_factory=dict)
+    hierarchy: tuple = HIERARCHY
 
     def interval(self, regime: dict, level: float) -> Interval | None:
         """The interval at ``level`` from the finest regime of ``regime`` with n >= min_rows and
-        rank k <= n (module docstring); None when even the metric's pool is too thin."""
-        missing = [f for f in FIELDS if f not in regime]
+        rank k <= n (module docstring); None when even the metric's pool is too thin. A regime
+        without ``band`` is completed (``regimes.complete``)."""
+        regime = complete(regime)
+        missing = sorted({f for fields in self.hierarchy for f in fields if f not in regime})
         if missing:
             raise ValueError(f"regime lacks {', '.join(missing)}")
-        for fields in HIERARCHY:
+        for fields in self.hierarchy:
             k_str = key_of(regime, fields)
             st = self.regimes.get(k_str)
             if not st or st["n"] < self.min_rows:
@@ -140,7 +147,7 @@ class ErrorModel:
     def to_json(self) -> str:
         return json.dumps({"format": 1, "method": "split-conformal |ln(pred/meas) - median| per regime, "
                            "rank ceil((n+1) level), finest regime with n >= min_rows",
-                           "hierarchy": [list(h) for h in HIERARCHY], "min_rows": self.min_rows,
+                           "hierarchy": [list(h) for h in self.hierarchy], "min_rows": self.min_rows,
                            "provenance": self.provenance, "regimes": self.regimes}, indent=1, sort_keys=True)
 
     def save(self, path: Path) -> Path:
@@ -160,7 +167,8 @@ class ErrorModel:
         d = json.loads(p.read_text())
         if d.get("format") != 1 or "regimes" not in d:
             raise ValueError(f"uncertainty.table: {p} is not an error model (format 1 with 'regimes')")
-        return cls(d["regimes"], int(d.get("min_rows", 8)), d.get("provenance", {}))
+        hier = tuple(tuple(h) for h in d["hierarchy"]) if d.get("hierarchy") else HIERARCHY
+        return cls(d["regimes"], int(d.get("min_rows", 8)), d.get("provenance", {}), hier)
 
 
 def covered(model: ErrorModel, regimes: list[dict], residuals, level: float) -> np.ndarray:

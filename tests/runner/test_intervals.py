@@ -41,7 +41,7 @@ def test_job_carries_intervals_everywhere(cfg_of, mlflow_uri, tmp_path, table, c
     out = capsys.readouterr().out
     assert f"{s['ttft_ms_p50']:,.2f} ({s['ttft_ms_p50_lo']:,.2f}-{s['ttft_ms_p50_hi']:,.2f})" in out
     notes = (job / "assumptions.md").read_text()
-    assert "10 validation rows" in notes and "metric=ttft|load=static|stat=center" in notes.replace("\\|", "|")
+    assert "10 validation rows" in notes and "metric=ttft|load=static|band=none|stat=center" in notes.replace("\\|", "|")
     c = MlflowClient(tracking_uri=mlflow_uri)
     (run,) = c.search_runs([c.get_experiment_by_name("iv").experiment_id])
     assert run.data.metrics["ttft_ms_p50_lo"] == pytest.approx(s["ttft_ms_p50_lo"])

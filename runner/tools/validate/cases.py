@@ -72,6 +72,7 @@ class Case:
     auto_tp_gpus: int = 0        # > 0: TP not stated, choose it for this many GPUs
     gpus: int = 1
     server: tuple = ()           # MLPerf server constraints (p99 TTFT ms, p99 TPOT ms)
+    band: str = ""               # load band of its predicted run (engine.uncertainty.regimes.load_band)
 
     @property
     def error(self) -> float:

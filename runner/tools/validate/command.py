@@ -79,6 +79,9 @@ def _run(args, steps) -> dict:
             c.predicted = runner.predict(c, params)
             if not math.isfinite(c.predicted):
                 c.how += " [no prediction: does not fit in memory at this calibration; not in the summary]"
+    from runner.tools.validate.intervals import set_bands
+
+    set_bands(cases, runner, params)   # the load band of each predicted run, for table.csv and the intervals
     summary = summarize(cases)
     text = table_text(cases, summary)
     if args.fit_intervals:
@@ -155,13 +158,22 @@ def _intervals_only(args) -> dict:
         return {"out": out}
     configs = dict(_model_config(x) for x in args.model_config)
     cases = [c for p in paths for c in read_cases(p, configs)]
-    pred = predictions_from(args.intervals_from)
+    bands: dict = {}
+    pred = predictions_from(args.intervals_from, bands)
     ids = {c.id for c in cases}
     unknown = sorted(set(pred) - ids)
     if unknown:
         raise SpecError("--intervals-from", unknown[0], "a row id of the --csv files")
+    from runner.tools.validate.intervals import case_load
+
     for c in cases:
         c.predicted = pred.get(c.id, float("nan"))
+        # the load band the earlier run wrote; a table.csv from before the band: unknown (DES
+        # rows: their summaries are not re-run), none for static rows
+        c.band = bands.get(c.id) or ("none" if case_load(c) == "static" else "unknown")
+    if pred and not bands:
+        print("note: the table.csv files have no band column (written before the load band): the DES rows' "
+              "load band is unknown, their intervals pool over the bands")
     runner = Runner(args.calibration, des_scale=args.des_scale, extra=args.set)
     src = "simllm-validate table.csv of " + ", ".join(Path(d).name for d in args.intervals_from)
     out = fit_and_write(cases, runner, paths, args.calibration, src, args.intervals_out)

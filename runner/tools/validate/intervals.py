@@ -6,9 +6,15 @@
 
 Each predicted row gives one residual ln(predicted / measured) under its regime: the report's
 metric group, centre or tail from the compared summary key, the load kind of its workload
-(analytical batch -> static; DES offline / Poisson / closed loop / MLPerf server), its framework
-profile and precision class, and the kernel backend its composed specs resolve to. The table is
-written with its provenance (CSV names and digests, calibration, commit, date)."""
+(analytical batch -> static; DES offline / Poisson / closed loop / MLPerf server), the load band
+of its predicted run (``engine.uncertainty.regimes.load_band``: the queue share of its predicted
+summary, as a job computes its own), its framework profile and precision class, and the kernel
+backend its composed specs resolve to. The table is written with its provenance (CSV names and
+digests, calibration, commit, date).
+
+The band is set on each predicted case (``Case.band``, ``set_bands``) from the summary the
+prediction came from, and written to table.csv's ``band`` column; --intervals-from DIR reads it
+back (a table.csv from before the band: unknown for DES rows, none for static ones)."""
 
 import csv
 import datetime as _dt
@@ -20,7 +26,7 @@ from engine.errors import SpecError
 from engine.uncertainty import fit
 from engine.uncertainty.conformal import SHIPPED
 from engine.uncertainty.residuals import residuals_path
-from engine.uncertainty.regimes import metric_of
+from engine.uncertainty.regimes import BANDS, load_band, metric_of
 from runner.intervals import load_kind
 
 #: Rows a regime needs before it stands on its own (else the next coarser regime is used): at
@@ -28,8 +34,28 @@ from runner.intervals import load_kind
 MIN_ROWS = 8
 
 
+def case_load(case) -> str:
+    """The load kind of a validation row (runner.intervals.load_kind)."""
+    return load_kind(case.engine, case.workload.get("arrival", ""), bool(case.server))
+
+
+def case_band(case, runner, params: dict | None = None) -> str:
+    """The load band of a predicted row from the summary its prediction came from
+    (``runner.summary(case, params)``: the run already made, read from the runner's cache)."""
+    load = case_load(case)
+    return load_band(load, None if load == "static" else runner.summary(case, params))
+
+
+def set_bands(cases, runner, params: dict | None = None) -> None:
+    """``Case.band`` of every predicted row (finite positive prediction)."""
+    for c in cases:
+        if not c.skip and math.isfinite(c.predicted) and c.predicted > 0:
+            c.band = case_band(c, runner, params)
+
+
 def case_regime(case, runner) -> dict:
-    """The regime of a predicted validation row (engine.uncertainty.regimes)."""
+    """The regime of a predicted validation row (engine.uncertainty.regimes); its band is
+    ``case.band`` where set (``set_bands``, or a table.csv read back), else from its summary."""
     from engine.analytical.kernels import backend
     from engine.cost import resolve
 
@@ -37,8 +63,8 @@ def case_regime(case, runner) -> dict:
     be = backend(specs)
     if be == "auto":
         be = resolve("auto", specs.framework.kernel_tables, specs.hardware)
-    return {"metric": case.metric, "stat": metric_of(case.key)[1],
-            "load": load_kind(case.engine, case.workload.get("arrival", ""), bool(case.server)),
+    return {"metric": case.metric, "stat": metric_of(case.key)[1], "load": case_load(case),
+            "band": case.band or case_band(case, runner),
             "framework": case.framework, "precision": case.precision, "backend": be}
 
 
@@ -54,8 +80,10 @@ def residual_rows(cases, runner) -> tuple[list[dict], list[float], list[str]]:
     return regs, res, ids
 
 
-def predictions_from(dirs: list[str]) -> dict:
-    """{row id: predicted} read from simllm-validate output folders' table.csv."""
+def predictions_from(dirs: list[str], bands: dict | None = None) -> dict:
+    """{row id: predicted} read from simllm-validate output folders' table.csv; ``bands``, when
+    given, gets {row id: load band} from its ``band`` column (absent in a table.csv written
+    before the band: no entry)."""
     out = {}
     for d in dirs:
         p = Path(d) / "table.csv"
@@ -69,6 +97,11 @@ def predictions_from(dirs: list[str]) -> dict:
                     out[row["id"]] = float(row["predicted"])
                 except (KeyError, ValueError):
                     raise SpecError("--intervals-from", str(p), "table.csv with id and predicted columns") from None
+                band = row.get("band") or ""
+                if band and band not in BANDS:
+                    raise SpecError("--intervals-from", f"{p}: band '{band}'", f"one of {', '.join(BANDS)}")
+                if bands is not None and band:
+                    bands[row["id"]] = band
     return out
 
 

@@ -146,10 +146,10 @@ def write_files(out: Path, csv_path: Path, sha: str, calibration: str, params, t
     with open(out / "table.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "metric", "engine", "measured", "predicted", "signed_error", "how", "skipped",
-                    "compared_with", "framework", "precision"])
+                    "compared_with", "framework", "precision", "band"])
         for c in cases:
             w.writerow([c.id, c.metric, c.engine, c.measured, c.predicted, c.error, c.how, c.skip,
-                        c.key, c.framework, c.precision])
+                        c.key, c.framework, c.precision, c.band])
     (out / "report.md").write_text(f"# Validation against {csv_path.name}\n\nsha256 `{sha}`, calibration "
                                    f"`{calibration}`" + (f", fitted {params}" if params else "")
                                    + "\n\n```\n" + text + "```\n")
