@@ -279,6 +279,15 @@ def memoize_compose() -> None:
     ConfigStore.store = store
     entries, by_defaults = _MEMO["entries"], _MEMO["by_defaults"]
 
+    def remember(key, entry):
+        """Memo ``entry`` ([DefaultsList, file stamps, composed config or None, disk key]) under
+        ``key``, replacing (and unindexing) an older entry of the same key."""
+        old = entries.pop(key, None)
+        if old is not None:
+            by_defaults.pop(id(old[0].defaults), None)
+        entries[key] = entry
+        by_defaults[id(entry[0].defaults)] = entry
+
     def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
         global _LOADED
         try:
@@ -302,11 +311,7 @@ def memoize_compose() -> None:
             hit = compose_cache.load(disk_key)
             if hit is not None:
                 dl, loaded, cfg = hit
-                old = entries.pop(key, None)
-                if old is not None:
-                    by_defaults.pop(id(old[0].defaults), None)
-                entries[key] = entry = [dl, loaded, cfg, None]
-                by_defaults[id(dl.defaults)] = entry
+                remember(key, [dl, loaded, cfg, None])
                 return dataclasses.replace(dl, config_overrides=values)
         outer = _LOADED       # the files this compose read so far (the primary config), if any
         if outer is None:
@@ -319,11 +324,7 @@ def memoize_compose() -> None:
                 _LOADED = None
         if dl.config_overrides:   # cannot happen (every value override was taken out): no memo
             return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
-        old = entries.pop(key, None)
-        if old is not None:
-            by_defaults.pop(id(old[0].defaults), None)
-        entries[key] = entry = [dl, loaded, None, disk_key]
-        by_defaults[id(dl.defaults)] = entry
+        remember(key, [dl, loaded, None, disk_key])
         return dataclasses.replace(dl, config_overrides=values)
 
     def compose_config_from_defaults_list(self, defaults, repo):

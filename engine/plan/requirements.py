@@ -601,6 +601,20 @@ def des_metrics(specs: Specs, rate_rps: float, requests: int, warmup_fraction: f
     return out
 
 
+def _priced_fields(specs: Specs, keys):
+    """(key, HardwareSpec field, base value) for each elasticity key the base chip states
+    (a missing or zero figure has no log-derivative: skipped); an unknown key is a SpecError
+    naming ``plan.requirements.elasticity.fields``."""
+    fields = axis_fields()
+    for key in keys:
+        if key not in fields:
+            raise SpecError("plan.requirements.elasticity.fields", key, "a hardware key among " + ", ".join(_AXIS_KEYS))
+        name = fields[key][0]
+        v0 = getattr(specs.hardware, name)
+        if v0 is not None and v0 != 0:
+            yield key, name, v0
+
+
 def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: float = 0.10,
                  grid_fn=None) -> list[dict]:
     """Per hardware key (present on the base chip): the metrics at the base, at spec x (1 +- h)
@@ -609,16 +623,9 @@ def elasticities(metric_fn, specs: Specs, keys, h: float = 0.05, optimistic: flo
     as a what-if chip (``at``), the base included, so all differences are of one cost model. ``grid_fn(specs, key, values) -> [metrics] | None``:
     the three what-if points of one key in one vectorised call where it can (None: point by point);
     each row says which (``vectorised``)."""
-    fields = axis_fields()
     base_vals = metric_fn(at(specs, {}))
     rows = []
-    for key in keys:
-        if key not in fields:
-            raise SpecError("plan.requirements.elasticity.fields", key, "a hardware key among " + ", ".join(_AXIS_KEYS))
-        name = fields[key][0]
-        v0 = getattr(specs.hardware, name)
-        if v0 is None or v0 == 0:
-            continue
+    for key, name, v0 in _priced_fields(specs, keys):
         vals = [v0 * (1 - h), v0 * (1 + h), v0 * optimistic_factor(key, optimistic)]
         got = grid_fn(specs, key, vals) if grid_fn is not None else None
         lo, hi, op = got if got is not None else [metric_fn(at(specs, {name: v})) for v in vals]
@@ -682,20 +689,13 @@ def des_capacity_elasticities(specs: Specs, slo: SloSpec, rule: RuleSpec, search
     ``base``: the base chip's SearchResult when already searched (else searched here from
     ``base_guess``)."""
     prior = dict(prior or {})
-    fields = axis_fields()
     runs = 0
     if base is None:
         base = des_capacity(at(specs, {}), slo, rule, search, base_guess, on_run)
         runs += base.runs
     c0 = base.rate
     rows = []
-    for key in keys:
-        if key not in fields:
-            raise SpecError("plan.requirements.elasticity.fields", key, "a hardware key among " + ", ".join(_AXIS_KEYS))
-        name = fields[key][0]
-        v0 = getattr(specs.hardware, name)
-        if v0 is None or v0 == 0:
-            continue
+    for key, name, v0 in _priced_fields(specs, keys):
         h = capacity_step(prior.get(key, float("nan")), search.precision, step)
         row = {"key": key, "base_value": v0, "h": h, "capacity_rps": c0, "precision": search.precision}
         if c0 <= 0:
