@@ -17,6 +17,7 @@ import time
 import pytest
 
 from tests.cluster import ledger as L
+from tests.conftest import require_shared
 
 pytestmark = pytest.mark.slow
 
@@ -148,6 +149,7 @@ def test_slurm_plan_search(slurm, mlflow_server, tmp_path, capsys):
     running candidate job cancelled (scancel) ends with that candidate reported failed, the other
     one found, the parent run closed and no run left RUNNING. (The log's ``lost`` for a plan
     search counts candidates without a FINISHED run.)"""
+    require_shared("traces", "azure2023_conv.csv")   # experiment=capacity replays the Azure trace
     exp = "slurm_plan"
     plan = L.with_uri(PLAN_CMD[1:], mlflow_server)
     rows = []

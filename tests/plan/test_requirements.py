@@ -18,6 +18,15 @@ from engine.plan import bound
 from engine.plan import requirements as R
 from engine.plan.spec import plan_spec
 from runner.convert import specs_from_config
+from tests.conftest import require_shared
+
+
+@pytest.fixture(autouse=True)
+def _azure_trace():
+    """Every test here composes workload=azure_conv, whose trace is external data: skip, naming the
+    file, in a clone without ../shared."""
+    require_shared("traces", "azure2023_conv.csv")
+
 
 BASE = ["+plan=requirements", "engine=des", "workload=azure_conv", "model=llama_3_1_8b", "framework=generic",
         "partition.tp=1", "hardware=h100_sxm", "plan.rule.requests=200", "plan.rule.max_requests=400"]
