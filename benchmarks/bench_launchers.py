@@ -41,17 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _grid(n: int) -> list[str]:
     """The SLURM grid of docs/scale.md at ``n`` points (its ``range(a,b,c)`` sweep, extended)."""
-    _, grid, *_ = L.doc_commands("slurm")
-    out = []
-    for x in grid[2:]:
-        if x.startswith(("hydra", "tracking")):
-            continue
-        if "=range(" in x:
-            key, rng = x.split("=", 1)
-            a, _, c = map(int, rng[len("range("):-1].split(","))
-            x = f"{key}=range({a},{a + c * n},{c})"
-        out.append(x)
-    return out
+    return L.grid_overrides(L.doc_commands("slurm")[1], n)
 
 
 def _children_cpu() -> float:

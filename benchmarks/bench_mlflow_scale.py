@@ -45,16 +45,7 @@ EXPERIMENT = "bench_mlflow_scale"
 
 def grid_point() -> list[str]:
     """The SLURM grid's overrides (docs/scale.md) at its first ``workload.prompt_len``."""
-    _, grid, *_ = L.doc_commands("slurm")
-    out = []
-    for a in grid[2:]:
-        if a.startswith(("hydra", "tracking")):
-            continue
-        if "=range(" in a:
-            key, rng = a.split("=", 1)
-            a = f"{key}={rng[len('range('):].split(',')[0]}"
-        out.append(a)
-    return out
+    return L.grid_overrides(L.doc_commands("slurm")[1], 1)
 
 
 def one_job(uri: str, job_dir: Path) -> None:

@@ -145,5 +145,21 @@ def grid_size(argv: list[str]) -> int:
     return len(range(*map(int, m.groups())))
 
 
+def grid_overrides(argv: list[str], points: int | None = None) -> list[str]:
+    """The grid's own overrides of a page command ``argv`` (program and ``-m`` dropped, hydra.* and
+    tracking.* left out); ``points``: its ``range(a,b,c)`` sweep cut or extended to that many
+    points, 1 giving the first value alone (a single job, not a sweep)."""
+    out = []
+    for x in argv[2:]:
+        if x.startswith(("hydra", "tracking")):
+            continue
+        if points is not None and "=range(" in x:
+            key, rng = x.split("=", 1)
+            a, _, c = map(int, rng[len("range("):-1].split(","))
+            x = f"{key}={a}" if points == 1 else f"{key}=range({a},{a + c * points},{c})"
+        out.append(x)
+    return out
+
+
 def with_uri(argv: list[str], uri: str) -> list[str]:
     return [a.replace(DOC_URI, uri) for a in argv]

@@ -32,7 +32,7 @@ N = L.grid_size(GRID_CMD)
 #: figure: generous for a loaded two-CPU machine)
 PHASE_TIMEOUT_S = 600 + 15 * N
 #: the grid's own overrides (no launcher, no tracking), for the Ray test and the benchmark
-GRID = [a for a in GRID_CMD[2:] if not a.startswith(("hydra", "tracking"))]
+GRID = L.grid_overrides(GRID_CMD)
 
 
 def _wait(pred, timeout_s, what, step=0.2):
