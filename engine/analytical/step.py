@@ -119,7 +119,19 @@ class StepModel:
     def comm_s(self, tokens):
         """Communication of a pass of ``tokens`` tokens: c0 + c1 T (0 for an empty pass); with
         allreduce=auto the faster of the two all-reduce algorithms. Kernel backends: the tabulated
-        TP/EP collectives plus the PP hand-offs."""
+        TP/EP collectives plus the PP hand-offs. A Python number is priced in plain Python (the
+        same float64 operations: the DES prices one pass at a time, where numpy's per-call cost
+        on 0-d arrays is most of the time)."""
+        if tokens.__class__ is float or tokens.__class__ is int:
+            t = float(tokens)
+            if t <= 0:
+                return 0.0
+            if self.kern is not None:
+                return self.kern.comm(t) + self.hop_latency_s + self.hop_s_per_token * t
+            c = self.comm_latency_s + self.comm_s_per_token * t
+            if self.comm_alt_latency_s is not None:
+                c = min(c, self.comm_alt_latency_s + self.comm_alt_s_per_token * t)
+            return c
         t = np.asarray(tokens, dtype=float)
         if self.kern is not None:
             c = self.kern.comm(t) + self.hop_latency_s + self.hop_s_per_token * t
