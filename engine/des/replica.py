@@ -245,7 +245,8 @@ class Replica(Queue, Admission, Departures):
             dur = float(cum[-1])
             sl = slice(0, n)
             if run.emit is None:
-                self._ints[1:3, :n] += np.array([[k], [-k]])     # rows ctx, left
+                self.ctx[:n] += k         # rows of _ints (views): two in-place adds, no temporary
+                self.left[:n] -= k
                 tok = k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
                 tok = run.emit[-1]
