@@ -3,7 +3,7 @@ chunk size C* that minimises it. Seconds; vectorised over numpy arrays.
 
 Single pass, B prompts of S tokens: with pp stages the batch is cut into m microbatches
 (m = pp_microbatches or pp, at most B) that fill the pipeline (warm-up bubble):
-    TTFT = t_pass + (m - 1) t_s + (pp - 1) hop + m step_overhead + B per_token_overhead
+    TTFT = t_pass + (m - 1) t_s + (pp - 1) hop + m (step_overhead + eager) + B per_token_overhead
            + B S per_prefill_token + per_request
 with t_pass = t_pass(B/m prompts) and t_s = t_pass x ceil(L/pp)/L its largest stage (equal
 stages: (pp + m - 1) t_s). pp = 1: one pass over all B S tokens.
@@ -17,12 +17,13 @@ both affine in i for the n - 1 full chunks, so the sum of each chunk's roofline 
 (``latency.sum_max_affine``); the last (possibly partial) chunk, which emits the logits, is
 evaluated on its own. Chunks pipeline across pp stages (chunk i+1 of a prompt needs only the stage's own KV of chunk
 i, so the pipeline stays full, across prompts too); the batch is ready after
-    TTFT = f B sum_i t_i + (1 - f) t_last + (pp - 1) hop + B n step_overhead + B per_token
+    TTFT = f B sum_i t_i + (1 - f) t_last + (pp - 1) hop + B n (step_overhead + eager) + B per_token
            + B S per_prefill_token + per_request,      f = ceil(L/pp)/L the largest stage's share (1/pp if equal)
 Small C pays n weight re-reads and n step overheads; large C pays quadratic attention in one pass.
 Sliding-window layers inside full chunks use their mean pair count per chunk (approximation).
 Overlap of comm is applied to the summed body of chunks (exact when every chunk is on the same
-side of roof vs comm).
+side of roof vs comm). Prompt passes run eagerly: each pass adds the framework's launch time
+(``StepModel.launch_s``: eager = num_layers x eager_layer_overhead) beside its step overhead.
 """
 
 from dataclasses import replace
@@ -56,7 +57,7 @@ def single_pass(sm, m: ModelSpec, B, S, pp, mb, per_request_s):
     t_pass = parallel.overlapped(roof, comm - hop, sm.overlap)
     t_s = t_pass * parallel.stage_share(m.num_layers, pp)
     hop_b = np.where(pp > 1, hop / np.maximum(pp - 1, 1), 0.0)
-    ttft = (t_pass + (mbs - 1) * t_s + (pp - 1) * hop_b + mbs * sm.step_overhead_s
+    ttft = (t_pass + (mbs - 1) * t_s + (pp - 1) * hop_b + mbs * (sm.step_overhead_s + sm.eager_s)
             + B * sm.per_token_overhead_s + B * S * sm.per_prefill_token_s + per_request_s)
     return dict(ttft_s=ttft, compute_s=mbs * cmp, memory_s=mbs * mem, comm_s=mbs * comm,
                 passes=mbs, roof_s=mbs * roof * parallel.stage_share(m.num_layers, pp))
@@ -103,7 +104,7 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     hop_b = np.where(pp > 1, hop_l / np.maximum(pp - 1, 1), 0.0)
     f = parallel.stage_share(m.num_layers, pp)
     ttft = (Bn * (t_body + t_last) * f + (1 - f) * t_last + (pp - 1) * hop_b
-            + Bn * n * sm.step_overhead_s + Bn * sm.per_token_overhead_s
+            + Bn * n * (sm.step_overhead_s + sm.eager_s) + Bn * sm.per_token_overhead_s
             + Bn * S * sm.per_prefill_token_s + per_request_s)
     return dict(ttft_s=ttft, compute_s=Bn * (body_c + c_l), memory_s=Bn * (body_m + m_l),
                 comm_s=Bn * (nb * sm.comm_s(T) + comm_l), passes=Bn * n,

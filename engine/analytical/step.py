@@ -18,11 +18,18 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
     time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
            + step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token
+           + eager [the pass is not replayed from a CUDA graph] (``launch_s``)
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
 per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
 per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
-decoding sequence's); host work the GPU waits for, so it adds to the pass. The front end's
+decoding sequence's); host work the GPU waits for, so it adds to the pass. An eager pass (one
+with prompt tokens, a decode batch no captured CUDA graph holds, or any pass where none are
+captured) has its kernels launched one by one by the host: eager = num_layers x the profile's
+eager_layer_overhead, added like the other host terms (the eager prompt pass synchronises with
+the host as it goes - attention metadata, per-layer collectives - so its launches do not hide
+behind the GPU; measured closed-loop serving shows the cost once per iteration with prompt
+tokens, whatever its prompt length). The front end's
 token ceiling (framework.frontend_tok_s) does not lengthen a pass: the engine does not wait for
 its output handler; the DES queues the tokens behind it (engine.des.frontend), the analytical
 decode holds its steady-state cycle to it (engine.analytical.decode))
@@ -94,6 +101,10 @@ class StepModel:
     kern: Any = None                    # KernelPass (engine.analytical.kernels) or None: roofline
     elem_s_per_token: Any = 0.0         # element-wise kernels' bytes / (tp sp) / bw_eff (kernel mode)
     graph_sizes: tuple = ()             # captured CUDA-graph batch sizes a decode pass pads to
+    captured: tuple = ()                # batch sizes with a captured CUDA graph (padded or not)
+    padded: bool = False                # a decode batch runs the next captured size's graph
+    eager_s: Any = 0.0                  # host launch time of a pass no graph holds: num_layers x
+                                        # framework eager_layer_overhead [s] (``launch_s``)
     frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s (detokenise/stream ceiling;
                                         # not in pass_time: engine.des.frontend, analytical decode)
 
@@ -202,6 +213,31 @@ class StepModel:
         pad = sizes[np.minimum(np.searchsorted(sizes, Tt, side="left"), len(sizes) - 1)]
         return np.where((Tt == Bd) & (Tt <= sizes[-1]) & (Tt > 0), pad, Tt)
 
+    def graphed(self, T, Bd):
+        """Whether a pass of T tokens with Bd decoding sequences is replayed from a captured CUDA
+        graph: decode-only (T = Bd > 0) and, with padding, at most the largest captured batch
+        size; without padding, one of the captured sizes (framework.cuda_graph_sizes; none
+        captured: False)."""
+        g = self.captured
+        if not g:
+            return False if np.ndim(T) == 0 else np.zeros(np.shape(T), bool)
+        if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+            return bool(T == Bd and 0 < T and (T <= g[-1] if self.padded else T in g))
+        Tt = np.asarray(T, dtype=float)
+        inside = Tt <= g[-1] if self.padded else np.isin(Tt, g)
+        return (Tt == Bd) & (Tt > 0) & inside
+
+    def launch_s(self, T, Bd):
+        """Host time of launching a pass's kernels one by one [s]: ``eager_s`` when no CUDA graph
+        holds the pass (``graphed``), 0 when one does; floats or arrays."""
+        es = self.eager_s
+        if es.__class__ is float or es.__class__ is int:
+            if not es:
+                return 0.0
+            if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+                return 0.0 if self.graphed(T, Bd) else float(es)
+        return np.where(self.graphed(T, Bd), 0.0, es)
+
     def pass_time(self, T, n, LPp, LRp, LPd, Bd):
         """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
         (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
@@ -220,13 +256,13 @@ class StepModel:
         roof = self.roof(ops)
         t = (parallel.overlapped(roof, self.comm_s(Tg), self.overlap)
              + self.step_overhead_s + self.per_token_overhead_s * n
-             + self.per_prefill_token_s * (T - Bd))
+             + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd))
         return t, roof
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
         """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,
         element-wise), attention, experts, comm (what the overlap leaves exposed) and overhead
-        (step + per token); they sum to ``pass_time``. Roofline "pass" granularity splits its
+        (step + per token + per prompt token + eager launches); they sum to ``pass_time``. Roofline "pass" granularity splits its
         single roof in proportion to each operator's max(compute, memory)."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         ops = self.operators(T, n, *att)
@@ -238,7 +274,7 @@ class StepModel:
         return dict(dense=float(each[0] * scale), experts=float(each[1] * scale),
                     attention=float(each[2] * scale), comm=float(exposed),
                     overhead=float(self.step_overhead_s + self.per_token_overhead_s * n
-                                   + self.per_prefill_token_s * (T - Bd)))
+                                   + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd)))
 
     def decode_positions(self, Bd, C):
         """LPd: layer-positions of Bd decode sequences attending C positions in all, summed over
@@ -316,6 +352,9 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s + fw.step_overhead_s,
         per_token_overhead_s=cal.per_token_overhead_s + fw.per_output_token_s,
         per_prefill_token_s=fw.per_prefill_token_s,
+        eager_s=L * fw.eager_layer_s,
+        captured=tuple(sorted(float(x) for x in fw.cuda_graph_sizes)),
+        padded=bool(fw.cuda_graph_padding),
         frontend_s_per_token=1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0,
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,

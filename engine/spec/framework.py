@@ -68,6 +68,13 @@ class FrameworkSpec:
         per-token overhead;
     per_prefill_token_s: host time per prompt token scheduled in an iteration (token ids,
         positions and KV slot mapping prepared on the host and copied to the device);
+    eager_layer_s: host time per decoder layer of a pass that is not replayed from a CUDA graph
+        (eager mode: the framework's Python and the runtime dispatch every kernel of the layer
+        and prepare its metadata); such a pass adds num_layers x this to its time, like the other
+        host terms (engine.analytical.step). Passes with prompt tokens run eagerly in
+        TensorRT-LLM's PyTorch backend and SGLang (CUDA graphs hold decode-only batches: up to
+        the largest captured size with padding, the captured sizes without); vLLM V1 replays
+        piecewise graphs for mixed batches too. 0 = none;
     per_request_s: host time once per request on its way in (API server: parse, tokenise,
         hand-off to the engine core), on top of the calibration's per-request overhead: it delays
         the request's arrival at the scheduler, not the iterations;
@@ -104,6 +111,8 @@ class FrameworkSpec:
                                       range=(0.0, 1e-2))
     per_prefill_token_s: float = param(0.0, key="per_prefill_token_overhead", unit="us", zero=True,
                                        range=(0.0, 1e-3))
+    eager_layer_s: float = param(0.0, key="eager_layer_overhead", unit="us", zero=True,
+                                 range=(0.0, 1e-2))
     per_request_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
                                  range=(0.0, 1.0))
     frontend_tok_s: float = 0.0
@@ -184,6 +193,7 @@ class FrameworkSpec:
         non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
         non_negative(g, "per_prefill_token_overhead", self.per_prefill_token_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_s, unit="s")
+        non_negative(g, "eager_layer_overhead", self.eager_layer_s, unit="s")
         non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
         if self.schedule_ahead not in (0, 1) or isinstance(self.schedule_ahead, bool):
             raise SpecError(f"{g}.schedule_ahead", self.schedule_ahead,
@@ -201,7 +211,8 @@ def host_costs_text(fw: FrameworkSpec) -> str:
     on top of the calibration's overheads (per pass, per sequence emitting a token, per prompt
     token, per request before the scheduler)."""
     parts = [(fw.step_overhead_s, "per pass"), (fw.per_output_token_s, "per sequence emitting a token"),
-             (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request")]
+             (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request"),
+             (fw.eager_layer_s, "per layer of an eager pass")]
     return ", ".join(f"{v * 1e6:.3g} us {what}" for v, what in parts if v)
 
 

@@ -1,5 +1,6 @@
 """The framework profile's share of a pass lives in the step path, so both engines price it alike:
-CUDA-graph padding, per-iteration and per-token host costs, the front end's token ceiling.
+CUDA-graph padding, per-iteration and per-token host costs, the front end's token ceiling, the
+launches of a pass no CUDA graph holds.
 
 A decode-only pass of B sequences, B at most the largest captured size, runs the graph of the next
 captured size: its dense matmuls, LM head and collectives cost as for that size, its attention and
@@ -83,3 +84,51 @@ def test_host_costs_and_front_end_ceiling(padded):
     s = replace(padded, framework=replace(fw, frontend_tok_s=200.0),
                 workload=WorkloadSpec(prompt_len=512, output_len=64, batch_size=3))
     assert analytical_run(s).summary["tpot_ms_p50"] == pytest.approx(15.0)
+
+
+def test_eager_passes_pay_their_launches(padded):
+    # eager_layer_overhead 50 us on Llama-3.1-8B's 32 layers: a pass no CUDA graph holds adds
+    # 32 x 50 us = 1.6 ms, one that a graph holds adds nothing (derived from the definition:
+    # StepModel.launch_s; graphs captured for 1, 2, 4, 8 sequences)
+    x = 50e-6
+    L = StepModel.from_specs(padded).num_layers
+    assert L == 32
+    extra = L * x
+    for pad in (True, False):
+        base = replace(padded, framework=replace(padded.framework, cuda_graph_padding=pad))
+        sm0 = StepModel.from_specs(base)
+        sme = StepModel.from_specs(replace(base, framework=replace(base.framework, eager_layer_s=x)))
+
+        def diff(T, n, **kw):
+            return float(sme.time(T, n, **kw)) - float(sm0.time(T, n, **kw))
+
+        assert diff(192.0, 3.0, prefill_pairs=3 * 64 * 65 / 2) == pytest.approx(extra, rel=1e-9)
+        assert diff(4.0, 4.0, decode_seqs=4.0, decode_ctx=4000.0) == 0.0        # a captured size
+        assert diff(9.0, 9.0, decode_seqs=9.0, decode_ctx=9000.0) == pytest.approx(extra, rel=1e-9)
+        # 3 sequences: padded to the graph of 4; without padding no graph of 3 exists
+        want3 = 0.0 if pad else extra
+        assert diff(3.0, 3.0, decode_seqs=3.0, decode_ctx=3000.0) == pytest.approx(want3, abs=1e-15)
+        # a mixed pass (2 decodes beside a 64-token chunk) is eager
+        assert diff(66.0, 3.0, prefill_pairs=64 * 65 / 2, decode_seqs=2.0, decode_ctx=2000.0) == \
+            pytest.approx(extra, rel=1e-9)
+
+
+def test_engines_charge_eager_launches_alike(padded):
+    # 3 users in a closed loop, fixed 512/64, no think time: every round is one prefill pass of the
+    # 3 prompts (eager: +1.6 ms to every TTFT) and 63 decode steps of 3 (the graph of 4: +0);
+    # the analytical static batch of 3 the same
+    wl = WorkloadSpec(prompt_len=512, output_len=64, arrival="closed_loop", concurrency=3,
+                      num_requests=9)
+    eager = replace(padded, framework=replace(padded.framework, eager_layer_s=50e-6))
+    des_kw = DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256))
+    d0 = simulate(replace(padded, workload=wl), des_kw).result.table
+    d1 = simulate(replace(eager, workload=wl), des_kw).result.table
+    ttft_gain = [b - a for a, b in zip(d0["ttft_ms"].to_list(), d1["ttft_ms"].to_list())]
+    assert ttft_gain == pytest.approx([1.6] * 9, rel=1e-6)
+    assert d1["tpot_ms"].to_list() == pytest.approx(d0["tpot_ms"].to_list(), rel=1e-12)
+    static = WorkloadSpec(prompt_len=512, output_len=64, batch_size=3)
+    a0 = analytical_run(replace(padded, workload=static)).summary
+    a1 = analytical_run(replace(eager, workload=static)).summary
+    assert a1["ttft_ms_p50"] - a0["ttft_ms_p50"] == pytest.approx(1.6, rel=1e-6)
+    assert a1["tpot_ms_p50"] == pytest.approx(a0["tpot_ms_p50"], rel=1e-12)
+    assert a1["tpot_ms_p50"] == pytest.approx(d1["tpot_ms"].to_list()[0], rel=1e-9)

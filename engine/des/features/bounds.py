@@ -24,7 +24,7 @@ def lower_bound_model(specs):
     p = specs.partition
     sm = step.build(specs, p.tp, p.pp, p.ep, p.sp, compute_efficiency=1.0, memory_bandwidth_efficiency=1.0)
     sm = replace(sm._as_floats(), kern=None, step_overhead_s=0.0, per_token_overhead_s=0.0,
-                 per_prefill_token_s=0.0,
+                 per_prefill_token_s=0.0, eager_s=0.0,
                  frontend_s_per_token=0.0)
     return sm
 
