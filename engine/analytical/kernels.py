@@ -67,11 +67,21 @@ class Curve:
         if x.__class__ is float or x.__class__ is int:
             if self.row.__class__ is int:
                 return self._scalar(float(x))
+        return self.at(self.locate(x))
+
+    def locate(self, x):
+        """(segment index, weight in it) of the token counts ``x`` on the grid: what ``at`` reads
+        any curve on the same grid with (one search for the several tables a pass reads at the
+        same tokens)."""
         x = np.asarray(x, dtype=float)
         g = self.grid
         j = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
         g0 = g[j]
-        w = (x - g0) / (g[j + 1] - g0)
+        return j, (x - g0) / (g[j + 1] - g0)
+
+    def at(self, pos):
+        """The curve at a ``locate`` result (of a curve on the same grid) [s]."""
+        j, w = pos
         v0 = self.vals[self.row, j]
         return v0 + (self.vals[self.row, j + 1] - v0) * w
 
