@@ -14,7 +14,8 @@ from all the JSON files there: the speed figures the docs cite come from it, non
                    deployment (vLLM V1 profile, measured kernels), 1k / 10k / 100k requests
   des_roofline     the same with the neutral profile priced by the roofline
                    (``framework=generic calibration.cost.backend=roofline``)
-  pareto_roofline  bench_pareto.py: DeepSeek-V3 on 72 x GB200, every partition x batch x chunk
+  pareto_roofline  bench_pareto.py: DeepSeek-V3 on 72 x GB200, every partition x batch x chunk,
+                   and sweeps of 10^3 .. 10^6 points (first in a fresh process, and repeated)
   pareto_kernels   the same priced by measured kernels (``framework=trtllm``)
   memory           bench_memory.py: peak RSS of 10^6-point sweeps, each in a fresh process
   launchers        bench_launchers.py: one DES grid through joblib, SLURM (submitit) and Ray with
@@ -45,14 +46,15 @@ def jobs(quick: bool) -> dict:
     """name -> the benchmark's command line (its JSON goes to results/<name>.json)."""
     reps = "2" if quick else "5"
     sizes = "1000,10000" if quick else "1000,10000,100000"
+    points = "1000,10000,100000" if quick else "1000,10000,100000,1000000"
     return {
         "startup": ["bench_startup.py", "--reps", reps],
         "des": ["bench_des.py", "--sizes", sizes, "--reps", "1" if quick else "3"],
         "des_roofline": ["bench_des.py", "--sizes", sizes, "--reps", "1" if quick else "3",
                          "framework=generic", "calibration.cost.backend=roofline"],
-        "pareto_roofline": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300",
+        "pareto_roofline": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300", "--points", points,
                             "calibration.cost.backend=roofline"],
-        "pareto_kernels": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300",
+        "pareto_kernels": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300", "--points", points,
                            "calibration.cost.backend=measured", "framework=trtllm"],
         "memory": ["bench_memory.py", "--reps", "1" if quick else "3"],
         "launchers": ["bench_launchers.py", "--jobs", "12" if quick else "24"],
