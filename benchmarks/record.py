@@ -18,6 +18,10 @@ from all the JSON files there: the speed figures the docs cite come from it, non
                    and sweeps of 10^3 .. 10^6 points (first in a fresh process, and repeated)
   pareto_kernels   the same priced by measured kernels (``framework=trtllm``)
   memory           bench_memory.py: peak RSS of 10^6-point sweeps, each in a fresh process
+  compare_blis     compare_blis.py: simllm's DES beside BLIS (built from $BLIS_SRC with a Go
+                   toolchain; skipped, saying why, without one) on 1k / 10k Poisson and 10k Azure
+                   requests, 3 interleaved rounds, and simllm with vllm_v1 + measured kernels
+  compare_blis_100k  the same on 100k Poisson requests, one round (not in --quick)
   launchers        bench_launchers.py: one DES grid through joblib, SLURM (submitit) and Ray with
                    tracking on the PostgreSQL-backed MLflow server: wall, client and server CPU
                    per job (starts the clusters of tests/cluster/; a launcher that cannot start
@@ -57,6 +61,10 @@ def jobs(quick: bool) -> dict:
         "pareto_kernels": ["bench_pareto.py", "--reps", reps, "--loop-sample", "300", "--points", points,
                            "calibration.cost.backend=measured", "framework=trtllm"],
         "memory": ["bench_memory.py", "--reps", "1" if quick else "3"],
+        **({} if quick else {
+            "compare_blis": ["compare_blis.py", "--sizes", "1000,10000", "--azure", "10000", "--reps", "3",
+                             "--vllm-v1"],
+            "compare_blis_100k": ["compare_blis.py", "--sizes", "100000", "--azure", "0", "--reps", "1"]}),
         "launchers": ["bench_launchers.py", "--jobs", "12" if quick else "24"],
         "mlflow_scale": ["bench_mlflow_scale.py", "--runs", "1000"],
     }
