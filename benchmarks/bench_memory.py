@@ -4,8 +4,11 @@
 
 Figures (peak RSS of the whole child process, CPU-s of that process and of the sweep call alone):
   grid sweep      ``engine.analytical.sweep`` of a --points grid (batch 1..100 x prompt_len x HBM
-                  bandwidth), Llama-3.1-8B on an H100: every metric column (its output frame is
-                  most of the peak; printed)
+                  bandwidth), Llama-3.1-8B on an H100: every metric column, as a user calls it
+                  (above ``engine.analytical.sweep_stream_mb`` of result it streams to parquet parts
+                  in a temporary folder by default; the LazyFrame is read back to count the rows)
+  grid, in memory the same grid with ``stream_mb=0``: one DataFrame (its output frame is most of
+                  the peak; printed)
   grid, streamed  the same grid with ``out=DIR``: each chunk written as a parquet part, the
                   process holds one chunk (the parts are read back to count the rows)
   grid, 6 columns the same grid with ``columns=`` (TTFT, TPOT, throughput): the narrow result
@@ -43,22 +46,25 @@ def child(kind: str, points: int) -> None:
         k = max(1, round((points / 100) ** 0.5))
         axes = dict(batch_size=np.arange(1, 101), prompt_len=np.linspace(128, 32768, k).round(),
                     hbm_bandwidth_bytes_s=np.linspace(2e12, 8e12, k))
-        opts = {"grid_narrow": dict(columns=["ttft_ms", "tpot_ms", "throughput_tok_s"])}.get(kind, {})
-        tmp = tempfile.TemporaryDirectory() if kind == "grid_out" else None
-        if tmp:
+        opts = {"grid_narrow": dict(columns=["ttft_ms", "tpot_ms", "throughput_tok_s"]),
+                "grid_memory": dict(stream_mb=0)}.get(kind, {})
+        tmp = tempfile.TemporaryDirectory()
+        if kind == "grid_out":
             opts["out"] = os.path.join(tmp.name, "grid")
+        tempfile.tempdir = tmp.name      # where a default-streamed sweep puts its parts
         base = rss_mb()
         c0 = time.process_time()
         df = sweep(s, **axes, **opts)
         cpu = time.process_time() - c0
-        if tmp:
-            import polars as pl
+        import polars as pl
 
-            size = sum(f.stat().st_size for f in Path(opts["out"]).iterdir())
+        if isinstance(df, pl.LazyFrame):
+            size = sum(f.stat().st_size for f in Path(tmp.name).rglob("*.parquet"))
             out = {"points": df.select(pl.len()).collect().item(), "columns": len(df.collect_schema()),
-                   "output_mb": 0.0, "parquet_mb": size / 1e6}
+                   "output_mb": 0.0, "parquet_mb": size / 1e6, "streamed": True}
         else:
-            out = {"points": df.height, "columns": df.width, "output_mb": df.estimated_size() / 1e6}
+            out = {"points": df.height, "columns": df.width, "output_mb": df.estimated_size() / 1e6,
+                   "streamed": False}
     else:
         from benchmarks.bench_pareto import CHUNKS, specs_for
         from engine.analytical import pareto
@@ -90,14 +96,15 @@ def main():
     env = dict(os.environ)
     if args.checkout:
         env["PYTHONPATH"] = env["SIMLLM_CHECKOUT"] = str(Path(args.checkout).resolve())
-    for kind in ("grid", "grid_out", "grid_narrow", "pareto"):
+    for kind in ("grid", "grid_memory", "grid_out", "grid_narrow", "pareto"):
         runs = []
         for _ in range(bench.reps):
             r = run_child([sys.executable, str(HERE), "--child", kind, str(args.points)], env=env)
             doc = json.loads(next(line for line in r["stdout"].splitlines() if line.startswith("RESULT "))[7:])
             runs.append((r, doc))
         doc = runs[-1][1]
-        label = {"grid": "grid sweep", "grid_out": "grid sweep to parquet parts (out=)",
+        label = {"grid": "grid sweep (default)", "grid_memory": "grid sweep in memory (stream_mb=0)",
+                 "grid_out": "grid sweep to parquet parts (out=)",
                  "grid_narrow": "grid sweep, 3 metric columns", "pareto": "pareto sweep"}[kind]
         row = bench.record(f"{label}, {doc['points']:,} points (process)", [r["cpu_s"] for r, _ in runs],
                            [r["wall_s"] for r, _ in runs], max(r["peak_mb"] for r, _ in runs),

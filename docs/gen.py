@@ -26,7 +26,8 @@ Two kinds of generated regions live in the Markdown pages under ``docs/``:
    A fenced block preceded by ``<!-- file: NAME -->`` is written to ``NAME`` before the next
    command runs. All blocks of one page run in one scratch folder, in page order: ``../shared/data``
    there points at the project's shared data root (``paths.shared_data``), and ``conf``,
-   ``experiments`` and ``tests`` at the project's, so commands read as typed from the project root;
+   ``experiments``, ``tests`` and ``benchmarks`` at the project's, so commands read as typed from
+   the project root;
    job folders, MLflow stores and imported configs land in the scratch folder.
 
 2. **Config-group pages.** ``docs/config/GROUP.md`` carries a region
@@ -291,7 +292,7 @@ class Scratch:
         shared_link.parent.mkdir()
         if self.shared.exists():
             shared_link.symlink_to(self.shared, target_is_directory=True)
-        for name in ("conf", "experiments", "tests"):
+        for name in ("conf", "experiments", "tests", "benchmarks"):
             (self.work / name).symlink_to(ROOT / name, target_is_directory=True)
 
     def env(self) -> dict:

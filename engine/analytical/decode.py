@@ -40,9 +40,10 @@ def _attention_lines(sm, m: ModelSpec, B, q, c_mid):
     return a_c, b_c, a_m, b_m
 
 
-def step_parts(sm, m: ModelSpec, B, S, N, q=1.0):
+def step_parts(sm, m: ModelSpec, B, S, N, q=1.0, roof=True):
     """Mean roofline time of one decode step of B sequences over contexts S+1..S+N-1, plus the
-    step's total compute and memory seconds at the mid context. Returns (roof, compute, memory)."""
+    step's total compute and memory seconds at the mid context. Returns (roof, compute, memory);
+    ``roof=False`` skips the mean (roof None) when only the compute and memory are read."""
     c0, c1 = S + 1, S + np.maximum(N - 1, 1)
     c_mid = (c0 + c1) / 2
     T = B * q
@@ -51,7 +52,9 @@ def step_parts(sm, m: ModelSpec, B, S, N, q=1.0):
     dense, experts, _ = sm.operators(Tg, Tg, 0.0, 0.0)
     const_c = dense[0] + experts[0]
     const_m = dense[1] + experts[1]
-    if sm.roofline == "op":
+    if not roof:
+        roof = None
+    elif sm.roofline == "op":
         roof = (np.maximum(*dense) + np.maximum(*experts)
                 + latency.mean_of_max_affine(a_c, b_c, a_m, b_m, c0, c1))
     else:
@@ -86,6 +89,19 @@ def tpot(sm, m: ModelSpec, B, S, N, pp, mb, q=1.0):
         cycle = np.maximum(cycle, B * q * sm.frontend_s_per_token)
     return dict(tpot_s=cycle, roof_s=mbs * roof * f, compute_s=mbs * cmp * f,
                 memory_s=mbs * mem * f, comm_s=mbs * comm, microbatches=mbs)
+
+
+def bound_parts(sm, m: ModelSpec, B, S, N, pp, mb):
+    """The compute, memory and comm seconds of a decode cycle (q = 1) that ``tpot`` returns, without
+    its time: what bounds the step, read from the roofline's StepModel beside a kernel-priced
+    one (whose tables price the time). The same expressions as ``tpot``'s (identical numbers);
+    the mean-of-max roof and the cycle are not evaluated. Dict of arrays [s]."""
+    mbs = microbatches(pp, B, mb)
+    Bm = B / mbs
+    _, cmp, mem = step_parts(sm, m, Bm, S, N, roof=False)
+    comm = sm.comm_s(sm.graph_tokens(Bm, Bm))
+    f = parallel.stage_share(m.num_layers, pp)
+    return dict(compute_s=mbs * cmp * f, memory_s=mbs * mem * f, comm_s=mbs * comm)
 
 
 def batch_star(sm, m: ModelSpec, S, N):

@@ -67,11 +67,21 @@ class Curve:
         if x.__class__ is float or x.__class__ is int:
             if self.row.__class__ is int:
                 return self._scalar(float(x))
+        return self.at(self.locate(x))
+
+    def locate(self, x):
+        """(segment index, weight in it) of the token counts ``x`` on the grid: what ``at`` reads
+        any curve on the same grid with (one search for the several tables a pass reads at the
+        same tokens)."""
         x = np.asarray(x, dtype=float)
         g = self.grid
         j = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
         g0 = g[j]
-        w = (x - g0) / (g[j + 1] - g0)
+        return j, (x - g0) / (g[j + 1] - g0)
+
+    def at(self, pos):
+        """The curve at a ``locate`` result (of a curve on the same grid) [s]."""
+        j, w = pos
         v0 = self.vals[self.row, j]
         return v0 + (self.vals[self.row, j + 1] - v0) * w
 
@@ -198,17 +208,26 @@ def _attention(km, m, tp: int, sp: int):
     return pf, pt / sp, pp / sp, df, ds, dp / sp, max(e1, e2)
 
 
-def _row(specs: Specs, km, tp: int, ep: int, sp: int):
-    """Tabulated dense, LM head, experts and comm, and the attention lines, of one partition."""
+def _row(specs: Specs, km, tp: int, ep: int, sp: int, memo: dict | None = None):
+    """Tabulated dense, LM head, experts and comm, and the attention lines, of one partition.
+    ``memo`` (one dict for the rows of one kernel model) keeps the parts that depend on (tp, sp)
+    alone - the dense matmuls, the LM head, the attention lines - for the partitions that differ
+    only in ep: the same pure functions of the same inputs, computed once."""
     m = specs.model
     dt = km.dtype_for(m)
     T = GRID / sp
-    dense = np.zeros_like(GRID)
-    for _, n, k, layers in gemm_shapes(m, tp):
-        dense += layers * np.asarray(km.gemm_s(T, n, k, dt), dtype=float)
-    dense[0] = 0.0
-    lm = np.asarray(km.gemm_s(GRID, -(-m.vocab_size // tp), m.hidden_size, dt), dtype=float)
-    lm[0] = 0.0
+    hit = None if memo is None else memo.get((tp, sp))
+    if hit is None:
+        dense = np.zeros_like(GRID)
+        for _, n, k, layers in gemm_shapes(m, tp):
+            dense += layers * np.asarray(km.gemm_s(T, n, k, dt), dtype=float)
+        dense[0] = 0.0
+        lm = np.asarray(km.gemm_s(GRID, -(-m.vocab_size // tp), m.hidden_size, dt), dtype=float)
+        lm[0] = 0.0
+        hit = (dense, lm, _attention(km, m, tp, sp))
+        if memo is not None:
+            memo[(tp, sp)] = hit
+    dense, lm, att = hit
     _, l_moe = layer_split(m)
     experts = np.zeros_like(GRID)
     if l_moe:
@@ -222,7 +241,7 @@ def _row(specs: Specs, km, tp: int, ep: int, sp: int):
         alltoall=lambda b, n: km.alltoall_s(b, int(n)) if n > 1 else 0.0 * b)
     comm = np.asarray(total(GRID) - hops(GRID), dtype=float) * np.ones_like(GRID)
     comm[0] = 0.0
-    return dense, lm, experts, comm, _attention(km, m, tp, sp)
+    return dense, lm, experts, comm, att
 
 
 _CACHE: dict = {}
@@ -239,7 +258,8 @@ def _cached(specs: Specs, parts: tuple):
         if len(_CACHE) > 64:
             _CACHE.clear()
         km = kernel_model(specs)
-        hit = _CACHE[key] = (km, [_row(specs, km, *p) for p in parts])
+        memo: dict = {}
+        hit = _CACHE[key] = (km, [_row(specs, km, *p, memo=memo) for p in parts])
     return hit
 
 

@@ -52,8 +52,16 @@ def _axes(specs: Specs, overrides: dict) -> dict:
     return {k: np.asarray(v, dtype=float) for k, v in base.items()}
 
 
+#: What bounds a phase, indexed by ``_bound``'s codes.
+_BOUND_LABELS = np.array(["compute", "memory", "comm"])
+
+
 def _bound(cmp, mem, com):
-    return np.where(com > np.maximum(cmp, mem), "comm", np.where(cmp >= mem, "compute", "memory"))
+    """'comm' where comm exceeds both compute and memory seconds, else 'compute' where compute >=
+    memory, else 'memory'; a numpy string array gathered from integer codes (one comparison per
+    label instead of string-valued ``np.where``s, the same strings)."""
+    code = np.where(com > np.maximum(cmp, mem), 2, np.where(cmp >= mem, 0, 1))
+    return _BOUND_LABELS[code] if code.ndim else np.asarray(_BOUND_LABELS[code])
 
 
 def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> None:
@@ -102,25 +110,34 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
 
 #: The outputs read from the roofline's prefill evaluation (a second one under kernel pricing).
 _PREFILL_ROOF_KEYS = ("prefill_compute_ms", "prefill_memory_ms", "prefill_comm_ms", "prefill_bound")
+#: The energy model's outputs (``energy``), evaluated only when one is needed.
+_ENERGY_KEYS = ("power_w_per_gpu", "energy_j_per_token", "energy_decode_j_per_token",
+                "energy_prefill_j_per_token", "energy_prefill_j_per_request",
+                "energy_decode_j_per_request", "energy_j_per_request", "power_prefill_w_per_gpu")
 
 
-def evaluate(specs: Specs, *, lean: bool = False, need=None, **overrides) -> dict:
+def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **overrides) -> dict:
     """All metrics of the analytical model for the specs, broadcast over any array ``overrides``.
 
     Returns a dict of numpy arrays (SI inside, units in the names). Points that do not fit in
     memory carry NaN latencies and throughputs and ``fits_in_memory = False``. ``lean`` skips
     B*, the FLOP/byte totals, C* search, speculative decoding and disaggregation (for big sweeps).
-    ``need`` (a collection of output names, None = all): under kernel pricing the roofline's
-    prefill pass (``_PREFILL_ROOF_KEYS``, what bounds the prefill) is evaluated only when one of
-    its outputs is needed; without it those keys are absent. No other number changes.
+    ``need`` (a collection of output names, None = all): the prefill's bound columns
+    (``_PREFILL_ROOF_KEYS``; under kernel pricing the roofline's prefill pass) and the energy
+    columns (``_ENERGY_KEYS``) are evaluated only when one of them is needed; without it those keys
+    are absent. ``sm``: the StepModel of these points when the caller built it already
+    (``step.build`` of the same partition, peaks and efficiencies, e.g. once per distinct partition
+    of a sweep and ``StepModel.take`` per pass). No other number changes.
     """
     m, cal, opt = specs.model, specs.calibration, specs.analytical
     x = _axes(specs, overrides)
     B, S, N, C = x["batch_size"], x["prompt_len"], x["output_len"], x["prefill_chunk"]
     tp, pp, ep, sp, dp = x["tp"], x["pp"], x["ep"], x["sp"], x["dp"]
     pc = param_counts(m)
-    sm = step.build(specs, tp, pp, ep, sp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
-                    x["compute_efficiency"], x["memory_bandwidth_efficiency"])
+    if sm is None:
+        sm = step.build(specs, tp, pp, ep, sp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
+                        x["compute_efficiency"], x["memory_bandwidth_efficiency"])
+    want = (lambda keys: True) if need is None else (lambda keys: any(k in need for k in keys))  # noqa: E731
 
     # --- memory (per device) ---
     # tokens of the largest pass: a chunk (the token budget) or all B prompts in one pass
@@ -142,15 +159,19 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, **overrides) -> dic
     # --- decode ---
     dc = decode.tpot(sm, m, B, S, N, pp, opt.pp_microbatches)
     tpot_s = np.where(N >= 2, dc["tpot_s"], np.nan)
-    # what bounds a phase, B* and FLOP/byte are the roofline's physics whatever prices the pass
+    # what bounds a phase, B* and FLOP/byte are the roofline's physics whatever prices the pass:
+    # under kernel pricing the roofline's compute, memory and comm seconds of the same passes
+    # (decode.bound_parts: no second time evaluation; the prefill's only when its columns are read)
     sm_r = replace(sm, kern=None) if sm.kern is not None else sm
+    pf_r = None
     if sm_r is not sm:
-        pf_r = None
-        if need is None or any(k in need for k in _PREFILL_ROOF_KEYS):
+        if want(_PREFILL_ROOF_KEYS):
             pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
-        dc_r = decode.tpot(sm_r, m, B, S, N, pp, opt.pp_microbatches)
+        dc_r = decode.bound_parts(sm_r, m, B, S, N, pp, opt.pp_microbatches)
     else:
-        pf_r, dc_r = pf, dc
+        dc_r = dc
+        if want(_PREFILL_ROOF_KEYS):
+            pf_r = pf
     bstar = np.nan if lean else decode.batch_star(sm_r, m, S, N)
 
     # --- speculative decoding (specdec): the headline TTFT/TPOT/throughput with it enabled ---
@@ -169,21 +190,32 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, **overrides) -> dic
     devices = dev_rep * dp
     thr = dp * B * N / e2e_s
 
-    # --- energy (energy.py): decode per output token (v1 metric), prefill per prompt token ---
-    tdp, idle = specs.hardware.tdp_w, opt.idle_power_fraction
-    pw = energy.power_w(tdp, idle, cyc_busy_s, cyc_s)
-    j_tok = energy.joules_per_token(pw, dev_rep, cyc_s, B * per_cycle)
-    # device time of the prefill: TTFT less the per-request (host/client) overhead, plus the
-    # draft's pass over the prompt with speculation
-    pf_s = pf["ttft_s"] - specs.per_request_overhead_s
-    pf_busy = pf["roof_s"]
-    if spec is not None:
-        pf_s, pf_busy = pf_s + spec["ttft_add_s"], pf_busy + spec["ttft_add_busy_s"]
-    pw_pf = energy.power_w(tdp, idle, pf_busy, pf_s)
-    ej = energy.phase_energy(pw_pf, pw, dev_rep, pf_s, B, S, N, j_tok)
-
     def nan_if_not_fit(v):
         return np.where(fits, v, np.nan)
+
+    # --- energy (energy.py): decode per output token (v1 metric), prefill per prompt token ---
+    energy_out = {}
+    if want(_ENERGY_KEYS):
+        tdp, idle = specs.hardware.tdp_w, opt.idle_power_fraction
+        pw = energy.power_w(tdp, idle, cyc_busy_s, cyc_s)
+        j_tok = energy.joules_per_token(pw, dev_rep, cyc_s, B * per_cycle)
+        # device time of the prefill: TTFT less the per-request (host/client) overhead, plus the
+        # draft's pass over the prompt with speculation
+        pf_s = pf["ttft_s"] - specs.per_request_overhead_s
+        pf_busy = pf["roof_s"]
+        if spec is not None:
+            pf_s, pf_busy = pf_s + spec["ttft_add_s"], pf_busy + spec["ttft_add_busy_s"]
+        pw_pf = energy.power_w(tdp, idle, pf_busy, pf_s)
+        ej = energy.phase_energy(pw_pf, pw, dev_rep, pf_s, B, S, N, j_tok)
+        energy_out = dict(
+            power_w_per_gpu=nan_if_not_fit(pw),
+            energy_j_per_token=nan_if_not_fit(j_tok),
+            energy_decode_j_per_token=nan_if_not_fit(j_tok),
+            energy_prefill_j_per_token=nan_if_not_fit(ej["prefill_j_per_token"]),
+            energy_prefill_j_per_request=nan_if_not_fit(ej["prefill_j_per_request"]),
+            energy_decode_j_per_request=nan_if_not_fit(ej["decode_j_per_request"]),
+            energy_j_per_request=nan_if_not_fit(ej["j_per_request"]),
+            power_prefill_w_per_gpu=nan_if_not_fit(pw_pf))
 
     out = dict(x)
     out.update(
@@ -211,14 +243,7 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, **overrides) -> dic
         ridge_flop_per_byte=x["peak_flops_s"] / x["hbm_bandwidth_bytes_s"],
         batch_star=bstar,
         batch_star_matmul=decode.batch_star_matmul(sm_r, m) + 0.0 * B,
-        power_w_per_gpu=nan_if_not_fit(pw),
-        energy_j_per_token=nan_if_not_fit(j_tok),
-        energy_decode_j_per_token=nan_if_not_fit(j_tok),
-        energy_prefill_j_per_token=nan_if_not_fit(ej["prefill_j_per_token"]),
-        energy_prefill_j_per_request=nan_if_not_fit(ej["prefill_j_per_request"]),
-        energy_decode_j_per_request=nan_if_not_fit(ej["decode_j_per_request"]),
-        energy_j_per_request=nan_if_not_fit(ej["j_per_request"]),
-        power_prefill_w_per_gpu=nan_if_not_fit(pw_pf),
+        **energy_out,
         devices=devices,
     )
     if pf_r is not None:

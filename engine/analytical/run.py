@@ -1,6 +1,10 @@
 """Entry points of the analytical engine: one point (``run``), a grid (``sweep``) and, when
 ``engine.analytical.pareto.enabled``, the partition Pareto sweep (``run`` returns its table)."""
 
+import os
+import shutil
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -290,7 +294,7 @@ def _sweep_columns(res: dict, names: list, columns) -> list:
 
 
 def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, columns=None, out=None,
-          **axes):
+          stream_mb=None, **axes):
     """Evaluate the cartesian product of ``axes`` (each a list/array of values) with numpy,
     ``points_per_pass`` grid points at a time (``sweep_chunks``).
 
@@ -299,22 +303,37 @@ def sweep(specs: Specs, points_per_pass: int = pareto.POINTS_PER_PASS, columns=N
     ``columns`` is given).
 
     Memory: the working set is one chunk (~1.1 KB a point of 16,384); the result is ~8 bytes per
-    row and column (58 columns: 464 MB for 10^6 points). For grids that should not be held in
-    memory, ``out=DIR`` writes each chunk as ``DIR/part-NNNNNN.parquet`` (parts in grid order)
-    and returns ``polars.scan_parquet`` of them, a LazyFrame with the same rows: the process holds
-    one chunk at a time. The parts are written into ``DIR.partial`` and renamed to ``DIR`` when
-    the last one is written, so an interrupted sweep leaves no ``DIR`` behind; an existing
-    ``DIR`` is refused (ValueError) rather than mixed with.
+    row and column (58 columns: 464 MB for 10^6 points). ``out=DIR`` writes each chunk as
+    ``DIR/part-NNNNNN.parquet`` (parts in grid order) and returns ``polars.scan_parquet`` of them,
+    a LazyFrame with the same rows: the process holds one chunk at a time. The parts are written
+    into ``DIR.partial`` and renamed to ``DIR`` when the last one is written, so an interrupted
+    sweep leaves no ``DIR`` behind; an existing ``DIR`` is refused (ValueError) rather than
+    mixed with. Without ``out``, a result that would hold more than ``stream_mb`` MB (default
+    ``specs.analytical.sweep_stream_mb``; the first chunk's size per row x the grid's points;
+    0 = never) is streamed the same way into ``DIR = <new temporary folder>/grid`` (Python's
+    ``tempfile.mkdtemp``, prefix ``simllm-sweep-``; the parts stay there for the LazyFrame, remove
+    the folder when done); a smaller one is returned as one DataFrame, as before.
     """
     chunks = sweep_chunks(specs, points_per_pass, columns, **axes)
     if out is None:
-        frames = list(chunks)
-        return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
-    import os
-    import shutil
-    from pathlib import Path
+        limit = specs.analytical.sweep_stream_mb if stream_mb is None else float(stream_mb)
+        first = next(chunks, None)
+        total = int(np.prod([np.asarray(axes[a]).size for a in axes if a in GRID_AXES]))
+        if (first is None or not limit
+                or first.estimated_size() / max(first.height, 1) * total <= limit * 1e6):
+            frames = [] if first is None else [first, *chunks]
+            return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+        import itertools
+        import tempfile
 
-    out = Path(out)
+        out = os.path.join(tempfile.mkdtemp(prefix="simllm-sweep-"), "grid")
+        chunks = itertools.chain([first], chunks)
+    return _write_parts(Path(out), chunks)
+
+
+def _write_parts(out: Path, chunks) -> pl.LazyFrame:
+    """Write the frames of ``chunks`` as ``out/part-NNNNNN.parquet`` (into ``out.partial``, renamed
+    to ``out`` after the last; removed on any error) and return their LazyFrame (``sweep``)."""
     if out.exists():
         raise ValueError(f"sweep: out={str(out)!r} exists; expected a new directory for the parquet parts")
     part = out.with_name(out.name + ".partial")

@@ -120,6 +120,20 @@ class StepModel:
             kw[k] = float(v) if isinstance(v, np.ndarray) and v.ndim == 0 else v
         return StepModel(**kw)
 
+    def take(self, idx) -> "StepModel":
+        """The constants of the points ``idx`` (an integer index array) of a model built over an
+        array of points: every per-point array field (and the kernel tables' rows and attention
+        lines) gathered at ``idx``, scalars kept. The constants are elementwise functions of each
+        point's own partition, peaks and efficiencies, so a model built once over the distinct
+        partitions of a sweep and gathered per pass holds the same numbers as one built over the
+        pass's points."""
+        def g(v):
+            return v[idx] if isinstance(v, np.ndarray) and v.ndim else v
+
+        kw = {k: g(v) for k, v in self.__dict__.items() if k != "kern"}
+        kw["kern"] = None if self.kern is None else self.kern.expand(g)
+        return StepModel(**kw)
+
     def touched_fraction(self, tokens):
         """E[routed experts touched]/E for a pass of ``tokens`` tokens (uniform top-k routing)."""
         if not self.num_experts:
@@ -181,6 +195,11 @@ class StepModel:
         if k is not None:
             # a measured GEMM's time holds its own activation I/O; the element-wise kernels
             # between the matmuls (norms, rotary, gated activation) are added at HBM speed
+            if isinstance(tokens, np.ndarray):    # one grid search for the tables read at T
+                pos = k.dense.locate(tokens)
+                head = k.lm_head.at(pos) if logits is tokens else k.lm_head(logits)
+                dense = k.dense.at(pos) + head + self.elem_s_per_token * tokens
+                return (dense, 0.0), (k.experts.at(pos), 0.0), (attn_compute_s, attn_memory_s)
             dense = k.dense(tokens) + k.lm_head(logits) + self.elem_s_per_token * tokens
             return (dense, 0.0), (k.experts(tokens), 0.0), (attn_compute_s, attn_memory_s)
         exp_c = self.expert_flops_per_token * tokens

@@ -145,7 +145,10 @@ class AnalyticalSpec:
     prefill_chunk: tokens per prefill chunk (0 = the whole prompt in one pass);
     chunk_search: also search the chunk size C* minimising TTFT over ``chunk_candidates``;
     kv_block_tokens: tokens per paged KV block (1 = no paging waste);
-    idle_power_fraction: a device's power at zero utilisation as a fraction of TDP (energy model).
+    idle_power_fraction: a device's power at zero utilisation as a fraction of TDP (energy model);
+    sweep_stream_mb: a grid sweep (``engine.analytical.sweep``) whose result would hold more than
+        this many MB streams it to parquet parts in a new temporary folder and returns a LazyFrame
+        over them (the ``out=`` path; 0 = always in memory).
     """
 
     roofline: str = "op"
@@ -157,6 +160,7 @@ class AnalyticalSpec:
     chunk_candidates: tuple = param((128, 256, 512, 1024, 2048, 4096, 8192, 16384), config_type=list)
     kv_block_tokens: int = 16
     idle_power_fraction: float = 0.3
+    sweep_stream_mb: float = 256.0
     disagg: DisaggSpec = field(default_factory=DisaggSpec)
     spec_decode: SpecDecodeSpec = field(default_factory=SpecDecodeSpec)
     pareto: ParetoSpec = field(default_factory=ParetoSpec)
@@ -178,3 +182,5 @@ class AnalyticalSpec:
                             "a non-empty list of integers >= 1")
         if not 0 <= self.idle_power_fraction <= 1:
             raise SpecError(f"{g}.idle_power_fraction", self.idle_power_fraction, "a fraction in [0, 1]")
+        if not self.sweep_stream_mb >= 0:
+            raise SpecError(f"{g}.sweep_stream_mb", self.sweep_stream_mb, "a size in MB >= 0 (0 = never stream)")
