@@ -54,6 +54,19 @@ is the least of the per-deployment ones (the deployment named there is the bindi
 every deployment's analytical checks first, then DES verification best first, stopping at the
 first pass (at most ``des_candidates``; the class docstring says what truncating changes).
 
+Frontier of three axes (``frontier3``): x and z on coarse lists, y on the fine grid; the least
+passing y at every (x, z) cell by the same staircase over the cells (``monotone_search``): cells
+best first, each starting above the y that failed at a cell at least as good in x and z, a pass
+at (x, z, y) also settling every better cell from y up. Non-dominated points: the (x, z, y*(x, z))
+with no worse neighbour cell at the same y*. Checked against the DES at every (x, z, y) grid
+point (``grid_frontier3``).
+
+Waves (``monotone_search``, ``minimise_waves``, ``frontier_waves``): the same searches reading w
+DES verdicts at a time (one executor call, e.g. one Hydra launcher multirun; ``DesJob``,
+``execute``): galloping with w points at once until a pass, then a (w + 1)-ary split of the
+bracket, the undecided cells of a frontier sharing a wave best first. With monotone verdicts the
+least passing index is the same for every w; a grid of n values takes about log_(w+1) n waves.
+
 DES capacity elasticity (``des_capacity_elasticities``): d ln(capacity at the SLOs) / d ln(spec)
 from two rate searches (engine.plan.search.find_max_rate) at spec x (1 +- h), common random
 numbers, with the bisection's precision carried into bounds on the elasticity and h chosen from

@@ -13,7 +13,11 @@ rate within the SLOs, the frontier of two of them, and the spec elasticities (en
    ``plan.requirements.space`` the least value at which some deployment of the space does
    (``deployments``: the plan's candidates, one compose per framework profile), the deployment
    binding there named. The frontier of
-   ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values.
+   ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values; of
+   ``frontier: [x, z, y]`` the least y at every (x, z) cell of ``frontier_points`` values each.
+   With a launcher override on the command line (``hydra/launcher=joblib``, ``...=submitit_slurm``,
+   any ``hydra.launcher.*``) every DES verification of the search is a job of that launcher, in
+   waves (``WaveExecutor``; the job app is this module's ``--job``), the searches batched.
 3. Elasticities d log(metric) / d log(spec) by central differences at +-``elasticity.step``:
    analytical engine metrics and capacity estimate; DES p50/p99 TTFT/TPOT at the target rate
    with the same seeded stream at every point (common random numbers); DES capacity at the SLOs
@@ -306,6 +310,11 @@ class WaveExecutor:
                 done[0] = n
 
         rc = launch_multirun("runner.tools.requirements", d / JOBS, len(jobs), d, self.launch, poll)
+        if rc != 0 and not any((d / str(i) / f).exists() for i in range(len(jobs)) for f in (RESULT, "error.txt")):
+            log = [ln for ln in ((d / "launcher.log").read_text(errors="replace").strip().splitlines()
+                                 if (d / "launcher.log").exists() else []) if ln.strip() and "HYDRA_FULL_ERROR" not in ln]
+            raise SpecError("hydra/launcher", " ".join(self.launch), "a launcher that runs the verification jobs (it "
+                            f"exited {rc} before any job ran: {_first_error(log)})")
         out = []
         for i, job in enumerate(jobs):
             r = d / str(i) / RESULT
@@ -320,6 +329,14 @@ class WaveExecutor:
             out.append(t)
         self.jobs += len(jobs)
         return out
+
+
+def _first_error(log: list[str]) -> str:
+    """The line of a launcher's log that says what went wrong: a traceback's last line, else
+    (Hydra's own messages: "Could not find ...") the first."""
+    if not log:
+        return "no output"
+    return (log[-1] if any(ln.startswith("Traceback") for ln in log) else log[0]).strip()[:200]
 
 
 def _job(cfg) -> None:
@@ -792,10 +809,22 @@ def _verification_lines(doc: dict) -> list[str]:
     return out
 
 
+def _save(fig, paths: dict, key: str, path: Path) -> bool:
+    """Write ``fig`` (None: nothing) to ``path`` as ``paths[key]``; True when written."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        return False
+    paths[key] = path
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def _frontier3_section(doc: dict, chips: dict, out_dir: Path, name: str, paths: dict) -> list[str]:
     """The 3-axis frontier's table (every (x, z) cell: the least y), its CSV and its plot (one
     panel per z value)."""
-    import matplotlib.pyplot as plt
     import polars as pl
 
     f = doc["frontier3"]
@@ -812,19 +841,13 @@ def _frontier3_section(doc: dict, chips: dict, out_dir: Path, name: str, paths: 
            f"cells it dominates or is dominated by): {f['des_points']} DES points ({f['des_runs']} runs, "
            f"{f['waves']} waves, {f['cpu_s']:.1f} CPU-s) against {f['brute_force_des_points']} for the brute-force "
            f"grid; non-monotone verdicts met: {f['violations']}.", "", _table(rows), ""]
-    fig = figure3(doc, chips)
-    if fig is not None:
-        paths["frontier3_png"] = out_dir / f"{name}_frontier3.png"
-        fig.tight_layout()
-        fig.savefig(paths["frontier3_png"], dpi=110)
-        plt.close(fig)
+    if _save(figure3(doc, chips), paths, "frontier3_png", out_dir / f"{name}_frontier3.png"):
         out += [f"![3-axis frontier]({paths['frontier3_png'].name})", ""]
     return out
 
 
 def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "requirements") -> dict:
     """NAME.md, NAME.json, NAME.png and the CSVs (axes, frontier, elasticities) in ``out_dir``."""
-    import matplotlib.pyplot as plt
     import polars as pl
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -888,12 +911,7 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
         paths["frontier_csv"] = out_dir / f"{name}_frontier.csv"
         pl.DataFrame(f["points"] or [{"x": None}], infer_schema_length=None).write_csv(paths["frontier_csv"])
         lines += [f"## Frontier {f['x']} x {f['y']}", "", _table(fr), ""]
-        fig = figure(doc, chips)
-        if fig is not None:
-            paths["png"] = out_dir / f"{name}.png"
-            fig.tight_layout()
-            fig.savefig(paths["png"], dpi=110)
-            plt.close(fig)
+        if _save(figure(doc, chips), paths, "png", out_dir / f"{name}.png"):
             lines += [f"![frontier]({paths['png'].name})", ""]
             placed = []
             for c, v in chips.items():

@@ -118,6 +118,7 @@ LAUNCH_AXES = ["plan.requirements.rate_rps=4", "plan.requirements.precision=0.1"
                "plan.requirements.elasticity.fields=[hbm_bandwidth]", "plan.requirements.elasticity.des=false"]
 
 
+@pytest.mark.slow
 def test_launcher_equals_in_process_and_mlflow(mlflow_uri, tmp_path):
     """simllm-plan requirements with ``hydra/launcher=joblib hydra.launcher.n_jobs=4``: every DES
     verification a launcher job (waves of 4), the same per-axis minima and the same frontier as
@@ -219,3 +220,19 @@ def test_frontier_of_four_axes_names_the_field():
     with pytest.raises(SpecError) as e:
         parse(node)
     assert e.value.field == "plan.requirements.frontier"
+
+
+def test_cli_launcher_that_runs_nothing_exits_2(tmp_path, capsys):
+    """A launcher that starts no job (no such launcher option): one line naming hydra/launcher and
+    the launcher's own error, exit 2, no report written - not a search that reads every point as
+    failing."""
+    require_shared("traces", "azure2023_conv.csv")
+    from runner.tools.plan import main
+
+    out = tmp_path / "x"
+    rc = main(BASE + LAUNCH_AXES + ["tracking.enabled=false", "hydra/launcher=no_such_launcher", "--out", str(out),
+                                    "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "hydra/launcher" in err and "no_such_launcher" in err
+    assert not (out / "requirements.json").exists()
