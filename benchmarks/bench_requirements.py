@@ -135,16 +135,15 @@ def launcher(a) -> None:
             docs[name] = (d, time.time() - t0, ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
     print(f"simllm-plan requirements, in process vs joblib; load average {load}, {os.cpu_count()} cores")
+    answers = set()
     for name, (d, wall, cpu) in docs.items():
-        f = d.get("frontier3") or d["frontier"]
-        fr = [p["y"] for p in f["points"]] if "frontier3" in d else f["y_least"]
+        fr = [p["y"] for p in d["frontier3"]["points"]] if "frontier3" in d else d["frontier"]["y_least"]
+        least = [ax["least"] for ax in d["axes"]]
+        answers.add(json.dumps([least, fr]))
         v = d["verification"]
-        print(f"{name:12s}: least {[ax['least'] for ax in d['axes']]}, frontier {fr}; {d['des_points_search']} DES "
-              f"points, {v.get('waves', d['des_points_search'])} waves; {wall:.1f} s wall, {cpu:.1f} CPU-s (processes)")
-    same = len({json.dumps([[ax["least"] for ax in d["axes"]], (d.get("frontier3") or d["frontier"])["points"]
-                            and [p["y"] for p in (d.get("frontier3") or d["frontier"])["points"]]])
-                for d, _, _ in docs.values()}) == 1
-    print("same answers:", same)
+        print(f"{name:12s}: least {least}, frontier {fr}; {d['des_points_search']} DES points, "
+              f"{v.get('waves', d['des_points_search'])} waves; {wall:.1f} s wall, {cpu:.1f} CPU-s (processes)")
+    print("same answers:", len(answers) == 1)
 
 
 if __name__ == "__main__":
