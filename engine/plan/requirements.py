@@ -54,6 +54,19 @@ is the least of the per-deployment ones (the deployment named there is the bindi
 every deployment's analytical checks first, then DES verification best first, stopping at the
 first pass (at most ``des_candidates``; the class docstring says what truncating changes).
 
+Frontier of three axes (``frontier3``): x and z on coarse lists, y on the fine grid; the least
+passing y at every (x, z) cell by the same staircase over the cells (``monotone_search``): cells
+best first, each starting above the y that failed at a cell at least as good in x and z, a pass
+at (x, z, y) also settling every better cell from y up. Non-dominated points: the (x, z, y*(x, z))
+with no worse neighbour cell at the same y*. Checked against the DES at every (x, z, y) grid
+point (``grid_frontier3``).
+
+Waves (``monotone_search``, ``minimise_waves``, ``frontier_waves``): the same searches reading w
+DES verdicts at a time (one executor call, e.g. one Hydra launcher multirun; ``DesJob``,
+``execute``): galloping with w points at once until a pass, then a (w + 1)-ary split of the
+bracket, the undecided cells of a frontier sharing a wave best first. With monotone verdicts the
+least passing index is the same for every w; a grid of n values takes about log_(w+1) n waves.
+
 DES capacity elasticity (``des_capacity_elasticities``): d ln(capacity at the SLOs) / d ln(spec)
 from two rate searches (engine.plan.search.find_max_rate) at spec x (1 +- h), common random
 numbers, with the bisection's precision carried into bounds on the elasticity and h chosen from
@@ -166,11 +179,13 @@ class Oracle:
     ``des_only``: skip the analytical pruning (the brute-force reference)."""
 
     def __init__(self, specs: Specs, slo: SloSpec, rule: RuleSpec, rate_rps: float, lengths: bound.Lengths,
-                 bound_slack: float = 1.25, des_only: bool = False, on_verdict=None, on_run=None, name: str = ""):
+                 bound_slack: float = 1.25, des_only: bool = False, on_verdict=None, on_run=None, name: str = "",
+                 executor=None):
         self.name = name
         self.specs, self.slo, self.rule, self.rate = specs, slo, rule, float(rate_rps)
         self.lengths, self.slack, self.des_only = lengths, float(bound_slack), des_only
         self.on_verdict, self.on_run = on_verdict, on_run
+        self.executor = executor
         self.cache: dict = {}
         self.des_runs = 0
         self.des_points = 0
@@ -180,7 +195,7 @@ class Oracle:
 
     def verified(self) -> list:
         """The DES verdicts so far (a child MLflow run each)."""
-        return [v for v in self.cache.values() if v.by == "des"]
+        return [v for v in self.cache.values() if v.by in ("des", "error")]
 
     def analytical(self, values: dict) -> Verdict:
         s = at(self.specs, values)
@@ -196,22 +211,92 @@ class Oracle:
         return Verdict(dict(values), True, "analytical", "", e, deployment=self.name)
 
     def __call__(self, values: dict) -> Verdict:
-        key = self._key(values)
-        if key in self.cache:
-            return self.cache[key]
-        v = None if self.des_only else self.analytical(values)
-        if v is None or v.passed:
-            s = at(self.specs, values)
-            probe = Probe(s, self.slo, self.rule, on_run=self.on_run)
-            t = probe(self.rate)
-            self.des_runs += t.runs
+        return self.many([values])[0]
+
+    def many(self, points: list) -> list:
+        """The verdicts at several spec points: the analytical checks of each, then the DES of the
+        survivors in one call of the executor (one launcher wave), cached per point."""
+        pend = self._pending(points)
+        if pend:
+            self._absorb(pend, execute(self.executor, self._jobs(pend), self.on_run))
+        return [self.cache[self._key(v)] for v in points]
+
+    def _pending(self, points: list) -> list:
+        """(key, values, analytical verdict | None) of the points that need a DES verdict, each
+        once; the analytical failures are cached (verdict final)."""
+        out, seen = [], set()
+        for values in points:
+            key = self._key(values)
+            if key in self.cache or key in seen:
+                continue
+            v = None if self.des_only else self.analytical(values)
+            if v is None or v.passed:
+                out.append((key, dict(values), v))
+                seen.add(key)
+            else:
+                self._store(key, v)
+        return out
+
+    def _jobs(self, pend: list) -> list:
+        return [DesJob(self.specs, values, self.slo, self.rule, self.rate) for _, values, _ in pend]
+
+    def _absorb(self, pend: list, trials: list) -> None:
+        """Cache the DES outcome of each pending point: a Trial, or a JobFailed (the point then
+        fails, ``by`` = "error", the error kept as its reason: reported, not lost)."""
+        for (key, values, a), t in zip(pend, trials):
+            est = a.estimate if a is not None else None
             self.des_points += 1
-            v = Verdict(dict(values), t.verdict == "pass", "des", t.failing if t.verdict != "pass" else "",
-                        v.estimate if v is not None else None, t, self.name)
+            if isinstance(t, JobFailed):
+                v = Verdict(values, False, "error", f"job failed: {t.message}", est, None, self.name)
+            else:
+                self.des_runs += t.runs
+                v = Verdict(values, t.verdict == "pass", "des", t.failing if t.verdict != "pass" else "", est, t,
+                            self.name)
+            self._store(key, v)
+
+    def _store(self, key, v: Verdict) -> None:
         self.cache[key] = v
         if self.on_verdict is not None:
             self.on_verdict(v)
-        return v
+
+
+# ----------------------------------------------------------------------------- DES verification jobs
+
+@dataclass(frozen=True)
+class DesJob:
+    """One DES verification: the deployment ``specs`` (base chip) at spec point ``values``
+    (field -> SI), judged at ``rate_rps`` under ``slo`` and the stability ``rule``. Picklable:
+    a launcher job (runner.tools.requirements) runs ``verify`` on it in another process."""
+
+    specs: Specs
+    values: dict
+    slo: SloSpec
+    rule: RuleSpec
+    rate_rps: float
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """A verification job that raised or returned nothing (its error message)."""
+
+    message: str
+
+
+def verify(job: DesJob, on_run=None):
+    """The DES verdict of one job (engine.plan.probe.Probe at the job's rate on the what-if chip,
+    a fresh probe per point: the same seeded stream, so a point's verdict does not depend on
+    which process or in which order it is verified) -> Trial."""
+    return Probe(at(job.specs, job.values), job.slo, job.rule, on_run=on_run)(job.rate_rps)
+
+
+def execute(executor, jobs: list, on_run=None) -> list:
+    """Trials (or JobFailed) of ``jobs``: through ``executor(jobs)`` (e.g. one Hydra launcher wave)
+    when given, else in this process one after the other."""
+    if not jobs:
+        return []
+    if executor is not None:
+        return list(executor(jobs))
+    return [verify(j, on_run) for j in jobs]
 
 
 def deployment_rate(specs: Specs, e) -> float:
@@ -291,7 +376,8 @@ class SpaceOracle:
     passes; ``des_candidates: 0`` is the exact OR."""
 
     def __init__(self, deployments, slo: SloSpec, rule: RuleSpec, rate_rps: float, lengths: bound.Lengths,
-                 bound_slack: float = 1.25, des_only: bool = False, des_candidates: int = 0, on_run=None):
+                 bound_slack: float = 1.25, des_only: bool = False, des_candidates: int = 0, on_run=None,
+                 executor=None):
         deployments = list(deployments)
         if not deployments:
             raise SpecError("plan.requirements.space", [], "at least one deployment (the space is empty)")
@@ -300,7 +386,8 @@ class SpaceOracle:
         self.deployments = deployments
         self.des_only, self.des_candidates, self.rate = des_only, des_candidates, float(rate_rps)
         self.oracles = [Oracle(d.specs, slo, rule, rate_rps, lengths, bound_slack, des_only, on_run=on_run,
-                               name=d.name) for d in deployments]
+                               name=d.name, executor=executor) for d in deployments]
+        self.executor, self.on_run = executor, on_run
         self.cache: dict = {}
         self._an: dict = {}
 
@@ -314,7 +401,7 @@ class SpaceOracle:
 
     def verified(self) -> list:
         """Every DES verdict of every deployment (a child MLflow run each)."""
-        return [v for o in self.oracles for v in o.cache.values() if v.by == "des"]
+        return [v for o in self.oracles for v in o.cache.values() if v.by in ("des", "error")]
 
     def _order(self, verdicts) -> list:
         """Indices of analytically passing deployments, best first (fewest devices, then highest
@@ -346,33 +433,58 @@ class SpaceOracle:
         return Verdict(dict(values), False, "analytical", self._summary(vs), None)
 
     def __call__(self, values: dict) -> Verdict:
-        key = self.oracles[0]._key(values)
-        if key in self.cache:
-            return self.cache[key]
-        vs = self._analytical_all(values)
-        order = self._order(vs)
-        if self.des_candidates:
-            order = order[:self.des_candidates]
-        tried = []
-        out = None
-        for i in order:
-            v = self.oracles[i](values)
-            tried.append(v)
-            if v.passed:
-                out = v
-                break
-        if out is None:
-            if not tried:       # every deployment failed the analytical checks
-                out = Verdict(dict(values), False, "analytical", self._summary(vs), None)
-            else:
-                reasons = {id(v): v for v in tried}
-                rest = [v for v in vs if v is not None and id(v) not in reasons and not v.passed]
-                skipped = len(self._order(vs)) - len(order)
-                out = Verdict(dict(values), False, "des", self._summary(tried + rest)
-                              + (f"; {skipped} more not DES-verified (des_candidates)" if skipped else ""),
-                              tried[0].estimate, tried[0].trial, "")
-        self.cache[key] = out
-        return out
+        return self.many([values])[0]
+
+    def many(self, points: list) -> list:
+        """The OR verdicts at several spec points, in rounds: each round DES-verifies, for every
+        point still undecided, its next deployment in the best-first order, all of them in one
+        executor call (one launcher wave); a point is decided at its first pass or when its
+        order is exhausted. Per point the deployments are tried in the same order as one at a
+        time, so the verdicts are the same."""
+        keys = [self.oracles[0]._key(v) for v in points]
+        state = {}
+        for key, values in zip(keys, points):
+            if key in self.cache or key in state:
+                continue
+            vs = self._analytical_all(values)
+            order = self._order(vs)
+            full = len(order)
+            if self.des_candidates:
+                order = order[:self.des_candidates]
+            if not order:        # every deployment failed the analytical checks
+                self.cache[key] = Verdict(dict(values), False, "analytical", self._summary(vs), None)
+                continue
+            state[key] = {"values": dict(values), "vs": vs, "order": order, "skipped": full - len(order), "tried": []}
+        while state:
+            reqs = []
+            for key, st in state.items():
+                i = st["order"][len(st["tried"])]
+                reqs.append((key, i, self.oracles[i]._pending([st["values"]])))
+            trials = execute(self.executor, [j for _, i, p in reqs for j in self.oracles[i]._jobs(p)], self.on_run)
+            pos = 0
+            for key, i, p in reqs:
+                self.oracles[i]._absorb(p, trials[pos:pos + len(p)])
+                pos += len(p)
+                st = state[key]
+                v = self.oracles[i](st["values"])          # cached now
+                st["tried"].append(v)
+                if v.passed:
+                    self.cache[key] = v
+                elif len(st["tried"]) == len(st["order"]):
+                    self.cache[key] = self._failed(st)
+                else:
+                    continue
+                del state[key]
+        return [self.cache[k] for k in keys]
+
+    def _failed(self, st: dict) -> Verdict:
+        tried, vs = st["tried"], st["vs"]
+        reasons = {id(v): v for v in tried}
+        rest = [v for v in vs if v is not None and id(v) not in reasons and not v.passed]
+        return Verdict(st["values"], False, tried[0].by if all(v.by == "error" for v in tried) else "des",
+                       self._summary(tried + rest)
+                       + (f"; {st['skipped']} more not DES-verified (des_candidates)" if st["skipped"] else ""),
+                       tried[0].estimate, tried[0].trial, "")
 
 
 @dataclass
@@ -505,6 +617,190 @@ def grid_frontier(oracle: Oracle, xaxis: Axis, yaxis: Axis, xs=None) -> list:
         matrix.append(row)
         out.append(next((j for j, ok in enumerate(row) if ok), None))
     return out, matrix
+
+
+# ----------------------------------------------------------------------------- batched monotone search
+
+@dataclass
+class Cell:
+    """One cell of a monotone search: indices on the outer axes (``index``), the least passing
+    index of the searched axis (``least``; None: even its best value fails), the analytical
+    bound, the verdicts measured at this cell and the ones that decided its bracket."""
+
+    index: tuple
+    least: int | None = None
+    analytical_index: int | None = None
+    verdicts: list = field(default_factory=list)   # (y index, Verdict) measured at this cell
+    below: Verdict | None = None                    # the failing evidence at least - 1
+    top: Verdict | None = None                      # the passing evidence at least
+    dominated: bool = False
+
+
+def _probes(lo: int, hi: int, n: int, step: int, width: int) -> tuple[list, int]:
+    """(indices to verify, next gallop step) of one cell with ``lo`` failing (-1: none) and ``hi``
+    passing (``n``: none yet): no pass yet - gallop up from lo (lo + step, then increments
+    doubling), ``width`` points at most; else ``width`` points spread evenly inside (lo, hi)
+    (a (width + 1)-ary split; width 1 is bisection)."""
+    if hi >= n:
+        out, j, s = [], lo, step
+        while len(out) < width and j < n - 1:
+            j = min(j + s, n - 1)
+            out.append(j)
+            s *= 2
+        return out, s
+    inner = list(range(lo + 1, hi))
+    if len(inner) <= width:
+        return inner, step
+    return sorted({lo + max(1, min(hi - lo - 1, round((hi - lo) * k / (width + 1)))) for k in range(1, width + 1)}), step
+
+
+def monotone_search(oracle, outer: list, yaxis: Axis, cells: list, width: int = 1, fixed: dict | None = None) -> dict:
+    """The least passing index of ``yaxis`` at every cell (a tuple of indices, one per axis of
+    ``outer``), with ``width`` DES verdicts per wave (one ``oracle.many`` call: one launcher wave).
+
+    Monotonicity (module docstring) makes the verdict at (cell, j) non-decreasing in j and in each
+    outer index, so one verdict decides others: a pass at (c, j) passes at every cell at least as
+    good as c (componentwise) from j up, a fail at (c, j) fails at every cell no better than c from
+    j down. Each cell keeps a bracket (lo failing, hi passing) that both rules tighten. Per wave,
+    the undecided cells best first (a better cell's failures bound the worse ones from below, the
+    staircase) each offer their next probes (``_probes``: galloping until a pass, then a
+    (width + 1)-ary split), taken round-robin up to ``width``. With width 1 this is the staircase
+    walk one verdict at a time; with width w each wave cuts a bracket w + 1 ways, so a cell of n
+    grid points takes about log_(w+1) n waves instead of log2 n. The answer is the same for every
+    width where the verdicts are monotone (the least passing index is a property of the verdicts,
+    not of the order they are read in). Analytical pruning first: per cell the least index the
+    analytical checks allow (galloping from the bound carried by better cells), all below failing
+    without a DES run. ``fixed``: other fields held (field -> SI). Returns {"cells": {index: Cell},
+    "waves": int, "violations": int} (violations: brackets crossed, i.e. verdicts that were not
+    monotone; the cell's measured pass is kept)."""
+    fixed = dict(fixed or {})
+    n = len(yaxis.values)
+    order = sorted(set(map(tuple, cells)), key=lambda c: tuple(-i for i in c))   # best first
+
+    def pt(c, j):
+        return {**fixed, **{a.field: a.values[i] for a, i in zip(outer, c)}, yaxis.field: yaxis.values[j]}
+
+    def geq(a, b):
+        return all(x >= y for x, y in zip(a, b))
+
+    out = {c: Cell(c) for c in order}
+    lo, hi, lo_v, hi_v, step = {}, {}, {}, {}, {}
+    for c in order:                               # analytical bound, carried from better cells
+        better = [out[b] for b in order if b != c and geq(b, c) and b in lo]
+        if any(b.analytical_index is None for b in better):
+            ka = None
+        elif oracle.des_only:
+            ka = 0
+        else:
+            start = max([b.analytical_index - 1 for b in better] + [-1])
+            ka = _least(lambda j: oracle.analytical(pt(c, j)).passed, start, n - 1)
+        out[c].analytical_index = ka
+        lo[c], hi[c], step[c] = (n - 1 if ka is None else ka - 1), n, 1
+        lo_v[c] = hi_v[c] = None
+    waves = violations = 0
+
+    def open_(c):
+        return hi[c] - lo[c] > 1 and lo[c] < n - 1
+
+    while True:
+        active = [c for c in order if open_(c)]
+        if not active:
+            break
+        offers = {}
+        for c in active:
+            offers[c], step[c] = _probes(lo[c], hi[c], n, step[c], width)
+        probes = []
+        while len(probes) < width and any(offers[c] for c in active):
+            for c in active:
+                if offers[c] and len(probes) < width:
+                    probes.append((c, offers[c].pop(0)))
+        verdicts = oracle.many([pt(c, j) for c, j in probes])
+        waves += 1
+        for (c, j), v in zip(probes, verdicts):
+            out[c].verdicts.append((j, v))
+            for b in order:
+                if v.passed and geq(b, c) and j < hi[b]:
+                    hi[b], hi_v[b] = j, v
+                elif not v.passed and geq(c, b) and j > lo[b]:
+                    lo[b], lo_v[b] = j, v
+    for c in order:
+        cell = out[c]
+        if lo[c] >= hi[c]:
+            violations += 1
+        if hi[c] >= n:
+            continue
+        cell.least, cell.top = hi[c], hi_v[c]
+        k = hi[c] - 1
+        if k < 0:
+            continue
+        if lo_v[c] is not None and lo[c] == k:
+            cell.below = lo_v[c]
+            if tuple(cell.below.values.get(a.field) for a in outer) != tuple(a.values[i] for a, i in zip(outer, c)):
+                cell.below = Verdict(cell.below.values, False, "monotone", cell.below.reason
+                                     + " (at a better value of another axis; monotone)", cell.below.estimate)
+        elif cell.analytical_index is not None and k < cell.analytical_index:
+            cell.below = oracle.analytical(pt(c, k))
+    for c in order:                                # non-dominated: no worse neighbour needs the same y
+        out[c].dominated = out[c].least is None     # (no passing y: no frontier point)
+        for d in range(len(c)):
+            w = c[:d] + (c[d] - 1,) + c[d + 1:]
+            if w in out and out[w].least is not None and out[w].least == out[c].least:
+                out[c].dominated = True
+    return {"cells": out, "waves": waves, "violations": violations}
+
+
+def minimise_waves(oracle, axis: Axis, width: int) -> tuple[AxisResult, int]:
+    """``minimise`` in waves of ``width`` DES verdicts (``monotone_search`` on one cell): the same
+    least index where the verdicts are monotone -> (AxisResult, waves)."""
+    r = monotone_search(oracle, [], axis, [()], width)
+    c = r["cells"][()]
+    return AxisResult(axis, c.least, c.analytical_index, c.verdicts, c.below), r["waves"]
+
+
+def frontier_waves(oracle, xaxis: Axis, yaxis: Axis, xs=None, width: int = 1) -> tuple[list, list, int]:
+    """``frontier`` in waves of ``width`` DES verdicts -> (frontier points, per-x least y index
+    (x ascending) or None, waves)."""
+    xs = sorted(range(len(xaxis.values)) if xs is None else xs)
+    r = monotone_search(oracle, [xaxis], yaxis, [(i,) for i in xs], width)
+    cells = r["cells"]
+    pts = []
+    for i in sorted(xs, reverse=True):
+        c = cells[(i,)]
+        if c.least is None:
+            continue
+        pts.append(FrontierPoint(xaxis.values[i], yaxis.values[c.least],
+                                 yaxis.values[c.least - 1] if c.least > 0 else None,
+                                 c.below.reason if c.below is not None else "axis minimum",
+                                 c.top.bound if c.top is not None else "", c.dominated,
+                                 c.top.deployment if c.top is not None else ""))
+    return pts, [cells[(i,)].least for i in xs], r["waves"]
+
+
+def frontier3(oracle, xaxis: Axis, zaxis: Axis, yaxis: Axis, xs=None, zs=None, width: int = 1) -> dict:
+    """The frontier of three axes: for every (x, z) of the coarse values ``xs`` x ``zs`` (indices)
+    the least passing y (``monotone_search``: a staircase over the (x, z) grid, bisecting y, each
+    verdict bounding the cells it dominates or is dominated by). Non-dominated points: the
+    (x, z, y*) with no worse (x, z) neighbour at the same y*. -> {"least": {(i, k): j | None},
+    "cells", "waves", "violations"}."""
+    xs = sorted(range(len(xaxis.values)) if xs is None else xs)
+    zs = sorted(range(len(zaxis.values)) if zs is None else zs)
+    r = monotone_search(oracle, [xaxis, zaxis], yaxis, [(i, k) for i in xs for k in zs], width)
+    return {**r, "least": {c: cell.least for c, cell in r["cells"].items()}}
+
+
+def grid_frontier3(oracle, xaxis: Axis, zaxis: Axis, yaxis: Axis, xs=None, zs=None) -> tuple[dict, dict]:
+    """The brute-force reference of ``frontier3``: the verdict at every (x, z, y) grid point ->
+    ({(i, k): least passing j | None}, {(i, k): [passed per j]})."""
+    xs = sorted(range(len(xaxis.values)) if xs is None else xs)
+    zs = sorted(range(len(zaxis.values)) if zs is None else zs)
+    least, matrix = {}, {}
+    for i in xs:
+        for k in zs:
+            row = [oracle({xaxis.field: xaxis.values[i], zaxis.field: zaxis.values[k], yaxis.field: y}).passed
+                   for y in yaxis.values]
+            matrix[(i, k)] = row
+            least[(i, k)] = next((j for j, ok in enumerate(row) if ok), None)
+    return least, matrix
 
 
 # ----------------------------------------------------------------------------- elasticities

@@ -285,44 +285,63 @@ def _hydra_args(args: list[str]) -> tuple[list[str], list[str]]:
     return conf, launch
 
 
+def launch_multirun(module: str, file: Path, n: int, wave_dir: Path, launch: list[str], poll=None) -> int:
+    """One Hydra multirun of ``module``'s job app (``python -m MODULE --job -m file=FILE
+    index=0,...,n-1``), job ``i`` in ``wave_dir/i``, through the launcher chosen by the ``launch``
+    overrides (default joblib with one job per core, at most ``n``); ``poll()`` every 0.5 s while it
+    runs. The launched multirun is stopped if this one is interrupted. Returns its exit code."""
+    if not any(a.lstrip("+").startswith("hydra/launcher=") for a in launch):
+        launch = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={min(n, os.cpu_count() or 1)}"] + launch
+    cmd = [sys.executable, "-m", module, "--job", "-m", f"file={file}",
+           "index=" + ",".join(str(i) for i in range(n)), f"hydra.sweep.dir={wave_dir}",
+           "hydra.sweep.subdir=${hydra.job.num}", "hydra.job.chdir=false"] + launch
+    logf = (wave_dir / "launcher.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=os.getcwd())
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+            if poll is not None:
+                poll()
+    finally:
+        if proc.poll() is None:       # interrupted: stop the launched multirun too
+            proc.terminate()
+            proc.wait(timeout=30)
+        logf.close()
+    return proc.returncode
+
+
+def job_error(job_dir: Path, rc: int, wave_dir: Path) -> str:
+    """Why a launched job left no result: the last line of its error.txt, else the launcher's exit."""
+    f = job_dir / "error.txt"
+    return f.read_text().strip().splitlines()[-1] if f.exists() else \
+        f"no result (launcher exit {rc}; see {wave_dir / 'launcher.log'})"
+
+
 def run_wave(wave: list[dict], wave_dir: Path, launch: list[str], progress=None) -> list[dict]:
     """Launch one multirun over ``wave`` (candidate docs); returns their result docs (None for
     a failed job, with its error)."""
     wave_dir.mkdir(parents=True, exist_ok=True)
     file = wave_dir / "candidates.json"
     file.write_text(json.dumps({"candidates": wave}, default=str))
-    if not any(a.lstrip("+").startswith("hydra/launcher=") for a in launch):
-        launch = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={min(len(wave), os.cpu_count() or 1)}"] + launch
-    cmd = [sys.executable, "-m", "runner.tools.plan", "--job", "-m", f"file={file}",
-           "index=" + ",".join(str(i) for i in range(len(wave))), f"hydra.sweep.dir={wave_dir}",
-           "hydra.sweep.subdir=${hydra.job.num}", "hydra.job.chdir=false"] + launch
-    logf = (wave_dir / "launcher.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=os.getcwd())
-    seen_runs = 0
-    try:
-        while proc.poll() is None:
-            time.sleep(0.5)
-            if progress is not None:
-                n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
-                progress(n - seen_runs, sum((wave_dir / str(i) / RESULT).exists() for i in range(len(wave))))
-                seen_runs = n
-    finally:
-        if proc.poll() is None:       # interrupted: stop the launched multirun too
-            proc.terminate()
-            proc.wait(timeout=30)
-        logf.close()
+    seen_runs = [0]
+
+    def poll():
+        if progress is not None:
+            n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
+            progress(n - seen_runs[0], sum((wave_dir / str(i) / RESULT).exists() for i in range(len(wave))))
+            seen_runs[0] = n
+
+    rc = launch_multirun("runner.tools.plan", file, len(wave), wave_dir, launch, poll)
     if progress is not None:
         n = sum(sum(1 for _ in open(p)) for p in wave_dir.glob(f"*/{TRIALS}"))
-        progress(n - seen_runs, len(wave))
+        progress(n - seen_runs[0], len(wave))
     out = []
     for i, c in enumerate(wave):
         d = wave_dir / str(i)
         if (d / RESULT).exists():
             out.append(json.loads((d / RESULT).read_text()))
         else:
-            err = (d / "error.txt").read_text().strip().splitlines()[-1] if (d / "error.txt").exists() else \
-                f"no result (launcher exit {proc.returncode}; see {wave_dir / 'launcher.log'})"
-            out.append({"candidate": c["candidate"], "estimate": c["estimate"], "error": err})
+            out.append({"candidate": c["candidate"], "estimate": c["estimate"], "error": job_error(d, rc, wave_dir)})
     return out
 
 
@@ -735,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
         if base.plan.get("requirements"):       # the spec-sheet question (runner/tools/requirements.py)
             from runner.tools.requirements import run as requirements
 
-            return requirements(base, conf, out, command, quiet=a.quiet, study=a.study)
+            return requirements(base, conf, out, command, quiet=a.quiet, study=a.study, launch=launch)
         from engine.plan.spec import plan_spec
 
         plan_spec(OmegaConf.to_container(base.plan, resolve=True))   # bad input: stop before any run

@@ -13,7 +13,11 @@ rate within the SLOs, the frontier of two of them, and the spec elasticities (en
    ``plan.requirements.space`` the least value at which some deployment of the space does
    (``deployments``: the plan's candidates, one compose per framework profile), the deployment
    binding there named. The frontier of
-   ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values.
+   ``frontier: [x, y]`` by the staircase walk over ``frontier_points`` x values; of
+   ``frontier: [x, z, y]`` the least y at every (x, z) cell of ``frontier_points`` values each.
+   With a launcher override on the command line (``hydra/launcher=joblib``, ``...=submitit_slurm``,
+   any ``hydra.launcher.*``) every DES verification of the search is a job of that launcher, in
+   waves (``WaveExecutor``; the job app is this module's ``--job``), the searches batched.
 3. Elasticities d log(metric) / d log(spec) by central differences at +-``elasticity.step``:
    analytical engine metrics and capacity estimate; DES p50/p99 TTFT/TPOT at the target rate
    with the same seeded stream at every point (common random numbers); DES capacity at the SLOs
@@ -122,8 +126,9 @@ def parse(node: dict) -> dict:
     if not axes:
         raise SpecError(f"{g}.axes", node.get("axes"), "at least one hardware axis, e.g. {hbm_bandwidth: {lo: 1 TB/s, hi: 8 TB/s}}")
     front = list(node.get("frontier") or [])
-    if front and (len(front) != 2 or any(k not in axes for k in front) or front[0] == front[1]):
-        raise SpecError(f"{g}.frontier", front, "two different keys of plan.requirements.axes (or [])")
+    if front and (len(front) not in (2, 3) or any(k not in axes for k in front) or len(set(front)) != len(front)):
+        raise SpecError(f"{g}.frontier", front, "two or three different keys of plan.requirements.axes (the last "
+                        "one bisected), or []")
     npts = node.get("frontier_points", 6)
     if not (isinstance(npts, int) and not isinstance(npts, bool) and npts >= 2):
         raise SpecError(f"{g}.frontier_points", npts, "an integer >= 2")
@@ -248,10 +253,145 @@ def deployments(cfg, overrides: list[str], space: dict | None, hardware=None):
     return out, dropped
 
 
+# ----------------------------------------------------------------------------- launcher waves
+
+JOBS = "jobs.pkl"
+RESULT = "result.pkl"
+
+
+def launcher_mode(launch: list[str]) -> bool:
+    """DES verification through Hydra launchers when the command line names a launcher
+    (``hydra/launcher=...``) or sets one of its options (``hydra.launcher.*``)."""
+    return any(a.lstrip("+~").startswith(("hydra/launcher=", "hydra.launcher.")) for a in launch)
+
+
+def wave_width(launch: list[str], wave: int) -> int:
+    """DES verdicts per wave: ``plan.wave`` when set, else the launcher's ``hydra.launcher.n_jobs``
+    on the command line, else one per core (joblib's default here)."""
+    if wave:
+        return int(wave)
+    n = next((a.split("=", 1)[1] for a in launch if a.startswith("hydra.launcher.n_jobs=")), None)
+    if n is not None:
+        try:
+            return max(1, int(n))
+        except ValueError:
+            raise SpecError("hydra.launcher.n_jobs", n, "a positive integer (jobs per wave)") from None
+    return os.cpu_count() or 1
+
+
+class WaveExecutor:
+    """Runs DES verification jobs (engine.plan.requirements.DesJob) as one Hydra multirun per call
+    (runner.tools.plan.launch_multirun: this module's job app through the chosen launcher, joblib
+    by default; submitit/Ray take the same path): the jobs pickled to ``waveK/jobs.pkl``, job i
+    writes ``waveK/i/result.pkl`` (its Trial) or ``error.txt``. A job without a result is returned
+    as JobFailed with its error (the search counts the point as failing and the report lists it)."""
+
+    def __init__(self, root: Path, launch: list[str], progress=None):
+        self.root, self.launch, self.progress = root, list(launch), progress
+        self.waves, self.jobs, self.failed = 0, 0, []
+
+    def __call__(self, jobs: list) -> list:
+        import pickle
+
+        from engine.plan.requirements import JobFailed
+        from runner.tools.plan import job_error, launch_multirun
+
+        self.waves += 1
+        d = self.root / f"wave{self.waves}"
+        d.mkdir(parents=True, exist_ok=True)
+        with (d / JOBS).open("wb") as f:
+            pickle.dump(jobs, f)
+        done = [0]
+
+        def poll():
+            n = sum((d / str(i) / RESULT).exists() for i in range(len(jobs)))
+            if self.progress and n > done[0]:
+                self.progress("jobs", n - done[0])
+                done[0] = n
+
+        rc = launch_multirun("runner.tools.requirements", d / JOBS, len(jobs), d, self.launch, poll)
+        if rc != 0 and not any((d / str(i) / f).exists() for i in range(len(jobs)) for f in (RESULT, "error.txt")):
+            log = [ln for ln in ((d / "launcher.log").read_text(errors="replace").strip().splitlines()
+                                 if (d / "launcher.log").exists() else []) if ln.strip() and "HYDRA_FULL_ERROR" not in ln]
+            raise SpecError("hydra/launcher", " ".join(self.launch), "a launcher that runs the verification jobs (it "
+                            f"exited {rc} before any job ran: {_first_error(log)})")
+        out = []
+        for i, job in enumerate(jobs):
+            r = d / str(i) / RESULT
+            if r.exists():
+                with r.open("rb") as f:
+                    t = pickle.load(f)
+                if self.progress:
+                    self.progress("des", t.runs)
+            else:
+                t = JobFailed(job_error(d / str(i), rc, d))
+                self.failed.append({"wave": self.waves, "job": i, "values": job.values, "error": t.message})
+            out.append(t)
+        self.jobs += len(jobs)
+        return out
+
+
+def _first_error(log: list[str]) -> str:
+    """The line of a launcher's log that says what went wrong: a traceback's last line, else
+    (Hydra's own messages: "Could not find ...") the first."""
+    if not log:
+        return "no output"
+    return (log[-1] if any(ln.startswith("Traceback") for ln in log) else log[0]).strip()[:200]
+
+
+def _job(cfg) -> None:
+    """One DES verification of a wave (the Hydra task function): engine.plan.requirements.verify
+    on job ``index`` of ``file``; its Trial to result.pkl (and result.json to read), or the error
+    to error.txt (one failing job never loses the others)."""
+    import pickle
+    import traceback
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from engine.plan.requirements import verify
+
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with Path(cfg.file).open("rb") as f:
+            job = pickle.load(f)[int(cfg.index)]
+        cpu0, t0 = time.process_time(), time.time()
+        t = verify(job)
+        (job_dir / "result.json").write_text(json.dumps(
+            {"values": job.values, "rate_rps": job.rate_rps, "verdict": t.verdict, "failing": t.failing,
+             "requests": t.requests, "runs": t.runs, "cpu_s": time.process_time() - cpu0,
+             "wall_s": time.time() - t0, "metrics": t.metrics}, indent=1, default=str))
+        with (job_dir / RESULT).open("wb") as f:
+            pickle.dump(t, f)
+    except Exception as e:  # noqa: BLE001 - reported by the driver, never lost
+        (job_dir / "error.txt").write_text(traceback.format_exc() + f"{type(e).__name__}: {e}\n")
+        print(f"simllm-plan requirements: job {cfg.index} failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def job_main() -> None:
+    import hydra
+
+    from runner.tools.plan import _register_job_config
+
+    _register_job_config()
+    hydra.main(version_base="1.3", config_path=None, config_name="simllm_plan_job")(_job)()
+
+
 # ----------------------------------------------------------------------------- the search
 
-def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) -> dict:
-    """Axis minima, frontier, elasticities for the composed ``cfg`` (a DES config with a plan)."""
+def _cpu() -> float:
+    """CPU-seconds of this process and of its finished children (the launcher's jobs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ru.ru_utime + ru.ru_stime
+
+
+def search(cfg, req: dict, progress=None, overrides: list[str] | None = None, launch: list[str] | None = None,
+           wave_dir: Path | None = None) -> dict:
+    """Axis minima, frontier, elasticities for the composed ``cfg`` (a DES config with a plan).
+    ``launch``: Hydra launcher overrides; when they name a launcher (``launcher_mode``) the DES
+    verifications of the search run as launcher jobs in waves of ``wave_width`` (``WaveExecutor``,
+    job directories under ``wave_dir``), the searches batched (engine.plan.requirements.
+    monotone_search); else in this process one at a time."""
     from engine.des.workload import build_stream
     from engine.plan import bound
     from engine.plan import requirements as R
@@ -264,11 +404,14 @@ def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) ->
     specs = deps[0].specs
     st = build_stream(replace(specs.workload, num_requests=plan.rule.max_requests))
     lengths = bound.Lengths(st.prompt, st.output)
-    cpu0, t0 = time.process_time(), time.time()
+    cpu0, t0 = _cpu(), time.time()
     space = req["space"]
+    launch = list(launch or [])
+    executor = WaveExecutor(Path(wave_dir or "outputs/plan/waves"), launch, progress) if launcher_mode(launch) else None
+    width = wave_width(launch, plan.wave) if executor is not None else 1
     oracle = R.SpaceOracle(deps, plan.slo, plan.rule, req["rate_rps"], lengths, req["bound_slack"],
                            des_candidates=space["des_candidates"] if space else 0,
-                           on_run=(lambda r, n, v: progress("des", 1)) if progress else None)
+                           on_run=(lambda r, n, v: progress("des", 1)) if progress else None, executor=executor)
     hw = specs.hardware
     doc = {"rate_rps": req["rate_rps"], "base": hw.name, "axes": [], "frontier": None,
            "deployments": [{"name": d.name, "devices": d.devices, "tp": d.specs.partition.tp,
@@ -281,7 +424,7 @@ def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) ->
     base_v = oracle({})
     doc["base_verdict"] = _verdict_doc(base_v)
     for key, ax in req["axes"].items():
-        r = R.minimise(oracle, ax)
+        r = R.minimise(oracle, ax) if executor is None else R.minimise_waves(oracle, ax, width)[0]
         if progress:
             progress("axis", key)
         top = oracle({ax.field: ax.values[r.index]}) if r.index is not None else None   # cached
@@ -294,12 +437,18 @@ def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) ->
             "deployment": top.deployment if top is not None else "",
             "bound": top.bound if top is not None else "",
             "des_verdicts": len(r.verdicts)})
-    if req["frontier"]:
+    if len(req["frontier"]) == 3:
+        doc["frontier3"] = _frontier3(oracle, req, width, len(deps))
+        if progress:
+            progress("axis", "frontier")
+    elif req["frontier"]:
         kx, ky = req["frontier"]
         xa, ya = req["axes"][kx], req["axes"][ky]
-        n = len(xa.values)
-        xs = sorted({round(i * (n - 1) / (req["frontier_points"] - 1)) for i in range(req["frontier_points"])})
-        pts, least = R.frontier(oracle, xa, ya, xs)
+        xs = _coarse(xa, req["frontier_points"])
+        if executor is None:
+            pts, least = R.frontier(oracle, xa, ya, xs)
+        else:
+            pts, least, _ = R.frontier_waves(oracle, xa, ya, xs, width)
         doc["frontier"] = {"x": kx, "y": ky, "x_unit": xa.unit, "y_unit": ya.unit,
                            "x_values": [xa.values[i] for i in sorted(xs)],
                            "y_least": [None if j is None else ya.values[j] for j in least],
@@ -310,8 +459,11 @@ def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) ->
             progress("axis", "frontier")
     doc["des_runs_search"] = oracle.des_runs
     doc["des_points_search"] = oracle.des_points
+    doc["verification"] = ({"mode": "launcher", "launch": launch, "width": width, "waves": executor.waves,
+                            "jobs": executor.jobs, "failed": executor.failed}
+                           if executor is not None else {"mode": "in-process", "width": 1})
     doc["verified"] = [_verdict_doc(v) for v in oracle.verified()]
-    doc["search_cpu_s"], doc["search_wall_s"] = time.process_time() - cpu0, time.time() - t0
+    doc["search_cpu_s"], doc["search_wall_s"] = _cpu() - cpu0, time.time() - t0
     # elasticities: of one deployment - the one named at the base chip, else (the base misses the
     # SLOs with all of them) the one with the highest analytical capacity estimate at the base chip
     names = [d.name for d in deps]
@@ -390,6 +542,41 @@ def search(cfg, req: dict, progress=None, overrides: list[str] | None = None) ->
     return doc
 
 
+def _coarse(axis, points: int) -> list:
+    """``points`` indices spread evenly over an axis's grid (its ends included)."""
+    n = len(axis.values)
+    return sorted({round(i * (n - 1) / (points - 1)) for i in range(points)})
+
+
+def _frontier3(oracle, req: dict, width: int, n_deps: int) -> dict:
+    """The 3-axis frontier [x, z, y]: x and z on ``frontier_points`` coarse values each, y (the
+    last key) bisected per (x, z) by engine.plan.requirements.frontier3; its DES cost counted
+    apart, with the brute-force grid's size (every (x, z, y) point, every deployment)."""
+    from engine.plan import requirements as R
+
+    kx, kz, ky = req["frontier"]
+    xa, za, ya = req["axes"][kx], req["axes"][kz], req["axes"][ky]
+    xs, zs = _coarse(xa, req["frontier_points"]), _coarse(za, req["frontier_points"])
+    p0, r0 = oracle.des_points, oracle.des_runs
+    t0, c0 = time.time(), _cpu()
+    f = R.frontier3(oracle, xa, za, ya, xs, zs, width)
+    pts = []
+    for (i, k), c in sorted(f["cells"].items()):
+        pts.append({"x": xa.values[i], "z": za.values[k], "y": None if c.least is None else ya.values[c.least],
+                    "y_lower": ya.values[c.least - 1] if c.least else None,
+                    "binding": (c.below.reason if c.below is not None else
+                                ("even the best value fails" if c.least is None else "axis minimum")),
+                    "bound": c.top.bound if c.top is not None else "",
+                    "deployment": c.top.deployment if c.top is not None else "",
+                    "dominated": c.dominated or c.least is None, "des_verdicts": len(c.verdicts)})
+    return {"x": kx, "z": kz, "y": ky, "x_unit": xa.unit, "z_unit": za.unit, "y_unit": ya.unit,
+            "x_values": [xa.values[i] for i in xs], "z_values": [za.values[k] for k in zs],
+            "y_lo": min(ya.values), "y_hi": max(ya.values), "y_grid": len(ya.values), "points": pts,
+            "des_points": oracle.des_points - p0, "des_runs": oracle.des_runs - r0, "waves": f["waves"],
+            "violations": f["violations"], "wall_s": time.time() - t0, "cpu_s": _cpu() - c0,
+            "brute_force_des_points": len(xs) * len(zs) * len(ya.values) * n_deps}
+
+
 def _verdict_doc(v) -> dict:
     m = v.trial.metrics if v.trial is not None else {}
     return {"values": v.values, "passed": v.passed, "by": v.by, "reason": v.reason, "bound": v.bound,
@@ -447,25 +634,17 @@ def known_chips(overrides: list[str], names: list[str]) -> dict:
 
 # ----------------------------------------------------------------------------- report
 
-def figure(doc: dict, chips: dict):
-    """The frontier plot: x and y axes of the frontier, the feasible region (at or above the
-    staircase, others at the base chip) shaded, the DES-verified frontier points, the base chip and
-    the known chips marked. None without a frontier."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _staircase(ax, f: dict, chips: dict, base_option: str, xs: list, ys: list, points: list, z=None) -> None:
+    """One frontier panel: x and y axes of ``f``, the feasible region (at or above the staircase
+    of the least y per x, ``ys``) shaded, the non-dominated DES-verified points, the base chip and
+    the known chips marked (``z``: (key, value) - a chip is filled where its z figure is at least
+    the panel's, i.e. where it meets the panel's z, hollow where it does not)."""
+    from engine.plan.requirements import better
     from runner.units import from_si
 
-    f = doc.get("frontier")
-    if not f:
-        return None
     ux, uy = f["x_unit"], f["y_unit"]
     cx = lambda v: from_si(v, ux)   # noqa: E731
     cy = lambda v: from_si(v, uy)   # noqa: E731
-    fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    xs, ys = f["x_values"], f["y_least"]
     pairs = sorted((x, y) for x, y in zip(xs, ys) if y is not None)
     xr = max([cx(max(xs))] + [cx(v[f["x"]]) for v in chips.values() if v.get(f["x"])]) * 1.05
     yr = max([cy(f["y_hi"])] + [cy(v[f["y"]]) for v in chips.values() if v.get(f["y"])]) * 1.05
@@ -480,32 +659,88 @@ def figure(doc: dict, chips: dict):
         ax.fill_between(sx, sy, [yr] * len(sy), color="tab:green", alpha=0.18,
                         label="meets the SLOs (verified staircase)")
         ax.plot(sx, sy, "-", color="tab:green", lw=1.5)
-        nd = [p for p in f["points"] if not p["dominated"]]
+        nd = [p for p in points if not p["dominated"] and p["y"] is not None]
         ax.scatter([cx(p["x"]) for p in nd], [cy(p["y"]) for p in nd], color="tab:green", s=36, zorder=4,
                    label="frontier points (DES-verified)")
         for p in nd:
-            ax.annotate(p["binding"][:18], (cx(p["x"]), cy(p["y"])), textcoords="offset points",
+            ax.annotate(p["binding"].split(" (")[0][:18], (cx(p["x"]), cy(p["y"])), textcoords="offset points",
                         xytext=(4, -10), fontsize=6, color="0.3")
     for name, v in chips.items():
         x, y = v.get(f["x"]), v.get(f["y"])
         if x is None or y is None:
             continue
-        base = name == doc.get("base_option")
+        base = name == base_option
+        meets = z is None or (v.get(z[0]) is not None and
+                              (v[z[0]] >= z[1] * (1 - 1e-9) if better(z[0]) > 0 else v[z[0]] <= z[1] * (1 + 1e-9)))
+        color = "tab:red" if base else "tab:blue"
         ax.scatter([cx(x)], [cy(y)], marker="*" if base else "o", s=140 if base else 40,
-                   color="tab:red" if base else "tab:blue", zorder=5, edgecolor="k", lw=0.5)
+                   color=color if meets else "none", zorder=5, edgecolor=color if not meets else "k", lw=0.8)
         ax.annotate(name + (" (base)" if base else ""), (cx(x), cy(y)), textcoords="offset points",
                     xytext=(5, 4), fontsize=7)
     ax.set_xlim(cx(min(xs)) * 0.95, xr)
     ax.set_ylim(cy(f["y_lo"]) * 0.95, yr)
     ax.set_xlabel(f"{f['x']} [{ux}]")
     ax.set_ylabel(f"{f['y']} [{uy}]")
-    s = doc["plan"]["slo"]
-    ax.set_title(f"{doc['model']}, {doc['devices']} devices, {doc['workload']} at {doc['rate_rps']:g} req/s: "
-                 f"p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms, TPOT <= {s['tpot_ms']:g} ms\n"
-                 f"other fields at {doc['base']}; known chips placed by these two fields only", fontsize=8)
     ax.grid(True, alpha=0.3)
+
+
+def _title(doc: dict, what: str) -> str:
+    s = doc["plan"]["slo"]
+    return (f"{doc['model']}, {doc['devices']} devices, {doc['workload']} at {doc['rate_rps']:g} req/s: "
+            f"p{s['percentile']:g} TTFT <= {s['ttft_ms']:g} ms, TPOT <= {s['tpot_ms']:g} ms\n{what}")
+
+
+def figure(doc: dict, chips: dict):
+    """The frontier plot: x and y axes of the frontier, the feasible region (at or above the
+    staircase, others at the base chip) shaded, the DES-verified frontier points, the base chip and
+    the known chips marked. None without a frontier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    f = doc.get("frontier")
+    if not f:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    _staircase(ax, f, chips, doc.get("base_option"), f["x_values"], f["y_least"], f["points"])
+    ax.set_title(_title(doc, f"other fields at {doc['base']}; known chips placed by these two fields only"), fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def figure3(doc: dict, chips: dict):
+    """The 3-axis frontier as 2-D slices: one panel per value of the middle axis (z), each the
+    (x, y) staircase at that z with its feasible region shaded; known chips placed by x and y,
+    filled in the panels whose z they meet. None without a 3-axis frontier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from runner.units import from_si
+
+    f = doc.get("frontier3")
+    if not f:
+        return None
+    zs = f["z_values"]
+    cols = min(3, len(zs))
+    rows = math.ceil(len(zs) / cols)
+    fig, axs = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.9 * rows + 0.6), squeeze=False)
+    for k, z in enumerate(zs):
+        ax = axs[k // cols][k % cols]
+        pts = [p for p in f["points"] if p["z"] == z]
+        pts.sort(key=lambda p: p["x"])
+        _staircase(ax, f, chips, doc.get("base_option"), [p["x"] for p in pts], [p["y"] for p in pts], pts,
+                   z=(f["z"], z))
+        ax.set_title(f"{f['z']} = {from_si(z, f['z_unit']):.4g} {f['z_unit']}", fontsize=9)
+        if k == 0 and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="lower right")
+    for k in range(len(zs), rows * cols):
+        axs[k // cols][k % cols].axis("off")
+    fig.suptitle(_title(doc, f"other fields at {doc['base']}; chips filled where they meet the panel's {f['z']}"),
+                 fontsize=8)
     return fig
 
 
@@ -559,9 +794,60 @@ def _finite(x) -> float:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else 0.0
 
 
+def _verification_lines(doc: dict) -> list[str]:
+    """The report's line on how the DES verifications ran (none for the in-process default)."""
+    v = doc.get("verification") or {}
+    if v.get("mode") != "launcher":
+        return []
+    out = [f"- DES verification through the Hydra launcher (`{' '.join(v['launch'])}`): {v['jobs']} jobs in "
+           f"{v['waves']} waves of up to {v['width']} (each search cut {v['width'] + 1} ways per wave: galloping "
+           f"{v['width']} points at a time until a pass, then a {v['width'] + 1}-ary split of the bracket; several "
+           "cells of a frontier share a wave)"]
+    for f in v.get("failed") or []:
+        out.append(f"- failed job (wave {f['wave']}, job {f['job']}, counted as failing): "
+                   + ", ".join(f"{k}={x:.4g}" for k, x in f["values"].items()) + f": {f['error']}")
+    return out
+
+
+def _save(fig, paths: dict, key: str, path: Path) -> bool:
+    """Write ``fig`` (None: nothing) to ``path`` as ``paths[key]``; True when written."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        return False
+    paths[key] = path
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _frontier3_section(doc: dict, chips: dict, out_dir: Path, name: str, paths: dict) -> list[str]:
+    """The 3-axis frontier's table (every (x, z) cell: the least y), its CSV and its plot (one
+    panel per z value)."""
+    import polars as pl
+
+    f = doc["frontier3"]
+    rows = [{f["x"]: _fmt(f["x"], p["x"]), f["z"]: _fmt(f["z"], p["z"]), f"least {f['y']}": _fmt(f["y"], p["y"]),
+             "fails at": _fmt(f["y"], p["y_lower"]), "binding (just below)": p["binding"],
+             "deployment": p["deployment"], "DES bound": p["bound"],
+             "non-dominated": "" if p["dominated"] else "yes"} for p in f["points"]]
+    paths["frontier3_csv"] = out_dir / f"{name}_frontier3.csv"
+    pl.DataFrame(f["points"], infer_schema_length=None).write_csv(paths["frontier3_csv"])
+    cells = len(f["x_values"]) * len(f["z_values"])
+    out = [f"## Frontier {f['x']} x {f['z']} x {f['y']}", "",
+           f"For each of the {cells} ({f['x']}, {f['z']}) cells the least {f['y']} on its grid of "
+           f"{f['y_grid']} values (a staircase over the cells, bisecting {f['y']}; each verdict also decides the "
+           f"cells it dominates or is dominated by): {f['des_points']} DES points ({f['des_runs']} runs, "
+           f"{f['waves']} waves, {f['cpu_s']:.1f} CPU-s) against {f['brute_force_des_points']} for the brute-force "
+           f"grid; non-monotone verdicts met: {f['violations']}.", "", _table(rows), ""]
+    if _save(figure3(doc, chips), paths, "frontier3_png", out_dir / f"{name}_frontier3.png"):
+        out += [f"![3-axis frontier]({paths['frontier3_png'].name})", ""]
+    return out
+
+
 def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "requirements") -> dict:
     """NAME.md, NAME.json, NAME.png and the CSVs (axes, frontier, elasticities) in ``out_dir``."""
-    import matplotlib.pyplot as plt
     import polars as pl
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -606,6 +892,7 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
              f"- DES: {doc['des_runs_search']} runs at {doc['des_points_search']} spec points for the search"
              + (f" (a brute-force grid of the frontier alone: {doc['frontier']['brute_force_des_points']} points)"
                 if doc.get("frontier") else ""),
+             *_verification_lines(doc),
              f"- time: search {doc['search_wall_s']:.1f} s wall / {doc['search_cpu_s']:.1f} CPU-s; total "
              f"{doc['figures']['wall_s']:.1f} s wall / {doc['figures']['cpu_s']:.1f} CPU-s; load average "
              f"{doc['figures']['load']}",
@@ -624,12 +911,7 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
         paths["frontier_csv"] = out_dir / f"{name}_frontier.csv"
         pl.DataFrame(f["points"] or [{"x": None}], infer_schema_length=None).write_csv(paths["frontier_csv"])
         lines += [f"## Frontier {f['x']} x {f['y']}", "", _table(fr), ""]
-        fig = figure(doc, chips)
-        if fig is not None:
-            paths["png"] = out_dir / f"{name}.png"
-            fig.tight_layout()
-            fig.savefig(paths["png"], dpi=110)
-            plt.close(fig)
+        if _save(figure(doc, chips), paths, "png", out_dir / f"{name}.png"):
             lines += [f"![frontier]({paths['png'].name})", ""]
             placed = []
             for c, v in chips.items():
@@ -642,6 +924,9 @@ def report(doc: dict, chips: dict, out_dir: Path, command: str, name: str = "req
                                "in the feasible region": "yes" if inside else "no"})
             lines += ["Known chips placed by these two fields (their other fields at the base chip's):", "",
                       _table(placed), ""]
+    f3 = doc.get("frontier3")
+    if f3:
+        lines += _frontier3_section(doc, chips, out_dir, name, paths)
     opt = doc["optimistic"]
     lines += ["## Elasticities", "",
               f"d ln(metric) / d ln(spec) by central differences at +-{doc['elasticity_step'] * 100:g} %, and the "
@@ -725,10 +1010,18 @@ def _track(cfg, doc: dict, paths: dict, out: Path) -> None:
                     "simllm.deployment": v.get("deployment", "")}
             name = ("point:" + ",".join(f"{k}={x:.4g}" for k, x in v["values"].items()) if v["values"] else "point:base") + (
                 f":{v['deployment']}" if v.get("deployment") else "")
-            tracking.log_run(uri, exp_id, name, params, summary, tags, d)
+            tracking.log_run(uri, exp_id, name, params, summary, tags, d,
+                             status="FAILED" if v["by"] == "error" else "FINISHED")
         metrics = {"des_runs": doc["des_runs_search"], "des_points": doc["des_points_search"],
                    "wall_s": doc["figures"]["wall_s"], "cpu_s": doc["figures"]["cpu_s"]}
-        tags = {"simllm.base": doc["base"]}
+        tags = {"simllm.base": doc["base"], "simllm.verification": doc.get("verification", {}).get("mode", "")}
+        v = doc.get("verification") or {}
+        if v.get("mode") == "launcher":
+            metrics.update(launcher_waves=v["waves"], launcher_jobs=v["jobs"], launcher_failed=len(v["failed"]))
+        f3 = doc.get("frontier3")
+        if f3:
+            metrics.update(frontier3_des_points=f3["des_points"], frontier3_des_runs=f3["des_runs"],
+                           frontier3_brute_force_des_points=f3["brute_force_des_points"])
         for a in doc["axes"]:
             if a["least"] is not None:
                 metrics[f"least_{a['key']}"] = a["least"]
@@ -754,7 +1047,8 @@ def _track(cfg, doc: dict, paths: dict, out: Path) -> None:
         raise
 
 
-def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False, study: str | None = None) -> int:
+def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False, study: str | None = None,
+        launch: list[str] | None = None) -> int:
     """The whole requirements question for the composed ``cfg`` (called by simllm-plan)."""
     from tqdm import tqdm
 
@@ -768,11 +1062,13 @@ def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False,
     def progress(kind, v):
         if kind == "des":
             bar.update(v)
+        elif kind == "jobs":
+            bar.set_postfix_str(f"{v} launcher job(s) done")
         else:
             bar.set_postfix_str(f"{v} done")
 
     try:
-        doc = search(cfg, req, progress, overrides)
+        doc = search(cfg, req, progress, overrides, launch, out / "waves")
     finally:
         bar.close()
     doc["base_option"] = cfg.hardware.name
@@ -799,3 +1095,9 @@ def run(cfg, overrides: list[str], out: Path, command: str, quiet: bool = False,
                   file=sys.stderr)
             return 1
     return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--job":
+        del sys.argv[1]
+        job_main()

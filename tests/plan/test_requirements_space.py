@@ -208,3 +208,66 @@ def test_cli_space_and_des_capacity_mlflow(mlflow_uri, tmp_path):
     kids = [r for r in runs if r.get("tags.mlflow.parentRunId") == parent["run_id"]]
     assert len(kids) == len(doc["verified"]) > 0
     assert {k["tags.simllm.deployment"] for k in kids} <= {"TP1", "TP2"}
+
+
+def _or_against_separate(cfg_of, base: list, space: dict, separate: dict, key: str, lo: float, hi: float):
+    """The OR search over the runner's deployments of ``space`` (composed from ``base``) against
+    each deployment searched on its own, composed separately from ``base`` + its overrides
+    (``separate``: deployment name -> overrides), and against the DES at every grid point of
+    every deployment (the brute-force OR). Returns (OR least index, per-deployment least index,
+    the deployment named at the OR minimum)."""
+    from runner.tools.requirements import deployments, parse_space
+
+    cfg = cfg_of(*base)
+    plan = plan_spec(OmegaConf.to_container(cfg.plan, resolve=True))
+    ax = R.geometric_axis(key, lo, hi, 0.1)
+    per, rows, L = {}, {}, None
+    for name, extra in separate.items():
+        s = deployment(specs_from_config(cfg_of(*base, *extra)))[0]
+        if L is None:
+            st = build_stream(replace(s.workload, num_requests=plan.rule.max_requests))
+            L = bound.Lengths(st.prompt, st.output)
+        per[name] = R.minimise(R.Oracle(s, plan.slo, plan.rule, RATE, L), ax).index
+        g = R.Oracle(s, plan.slo, plan.rule, RATE, L, des_only=True)
+        rows[name] = [g({ax.field: v}).passed for v in ax.values]
+        assert rows[name] == sorted(rows[name]), (name, rows[name])       # monotone: the premise
+    deps, dropped = deployments(cfg, list(base), parse_space(space))
+    assert sorted(d.name for d in deps) == sorted(separate) and not dropped, ([d.name for d in deps], dropped)
+    oracle = R.SpaceOracle(deps, plan.slo, plan.rule, RATE, L)
+    r = R.minimise(oracle, ax)
+    either = [any(col) for col in zip(*rows.values())]
+    assert r.index == either.index(True)                                 # the brute-force OR
+    return r.index, per, oracle({ax.field: ax.values[r.index]}).deployment
+
+
+def test_or_minimum_over_expert_parallel_degrees(cfg_of):
+    """An EP space (Qwen3-30B-A3B, 128 experts, TP2 with EP 1 or 2 inside it: ep_layout shared,
+    2 devices each): the least NVLink bandwidth at which some EP degree
+    serves 4 req/s equals the smaller of the two minima searched separately on specs composed with
+    partition.ep=1 and partition.ep=2 (each EP degree is monotone in the spec, so the OR first
+    passes at the least of the per-degree first passes), and the degree named there is the one
+    whose own minimum it is; it equals the brute-force OR of the DES at every grid point. The two
+    degrees differ here (expert all-to-all vs all-reduce traffic), so the check is not a tie."""
+    base = COMMON[:3] + ["model=qwen3_30b_a3b"] + COMMON[4:] + ["partition.tp=2"]
+    least, per, named = _or_against_separate(
+        cfg_of, base, {"tp": [2], "ep": [1, 2], "des_candidates": 0},
+        {"TP2": ["partition.ep=1"], "TP2EP2": ["partition.ep=2"]}, "scaleup_bandwidth", 10e9, 100e9)
+    assert per["TP2"] != per["TP2EP2"], per
+    assert least == min(i for i in per.values() if i is not None), (least, per)
+    assert per[named] == least, (named, per)
+
+
+@pytest.mark.parametrize("key, lo, hi", [("hbm_bandwidth", 0.2e12, 3.35e12), ("peak_bf16", 20e12, 1000e12)])
+def test_or_minimum_over_frameworks(cfg_of, key, lo, hi):
+    """A multi-framework space (Llama-3.1-8B TP1 under the generic and the vLLM V1 profiles, each
+    its own compose): the OR minimum equals the smaller of the per-framework minima searched
+    separately (framework=generic, framework=vllm_v1 composed on their own), the framework named
+    there is the one whose own minimum it is, and both equal the brute-force OR. The profiles
+    schedule differently, so the two minima differ (and on these two axes the winner differs)."""
+    base = COMMON[:4] + ["framework=generic"] + COMMON[5:] + ["partition.tp=1"]
+    least, per, named = _or_against_separate(
+        cfg_of, base, {"frameworks": ["generic", "vllm_v1"], "des_candidates": 0},
+        {"TP1 generic": [], "TP1 vllm_v1": ["framework=vllm_v1"]}, key, lo, hi)
+    assert per["TP1 generic"] != per["TP1 vllm_v1"], per
+    assert least == min(i for i in per.values() if i is not None), (least, per)
+    assert per[named] == least, (named, per)
