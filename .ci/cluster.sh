@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The cluster tests' packages (tests/cluster/): a single-node SLURM cluster from the distribution
 # (slurm-wlm, its accounting daemon slurmdbd on MariaDB, munge) and the launchers' Python extras
-# into the active environment (the submitit and Ray launchers, beside the joblib one), unless they
-# are already there (.ci/run installs them with the other extras). The tests
+# into the active environment (the submitit and Ray launchers, beside the joblib one; pip is not
+# run again where both already import). The tests
 # start the daemons themselves (tests/cluster/slurm.py, `ray start --head`) and stop them at the
 # end; where a package cannot be installed here, those tests are skipped with the reason.
 set -uo pipefail

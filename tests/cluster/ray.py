@@ -97,7 +97,7 @@ def _wait_nodes(exe, address, n, procs, logs, timeout_s):
     (``ray.init`` waits for the head's GCS) and polls ``ray.nodes()`` every 0.2 s, restarted if it
     fails; a ``ray start`` that exits meanwhile ends the wait with its log. (A new client for every
     check cost 2-3 s of start-up each: importing Ray and connecting.)"""
-    code = ("import sys, time, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False)\n"
+    code = ("import time, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False)\n"
             "while sum(1 for x in ray.nodes() if x['Alive']) < %d: time.sleep(0.2)\n" % (address, n))
     deadline = time.time() + timeout_s
     checker = None
