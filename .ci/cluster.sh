@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cluster tests' packages (tests/cluster/): a single-node SLURM cluster from the distribution
 # (slurm-wlm, its accounting daemon slurmdbd on MariaDB, munge) and the launchers' Python extras
-# into the active environment (the submitit and Ray launchers, beside the joblib one). The tests
+# into the active environment (the submitit and Ray launchers, beside the joblib one; pip is not
+# run again where both already import). The tests
 # start the daemons themselves (tests/cluster/slurm.py, `ray start --head`) and stop them at the
 # end; where a package cannot be installed here, those tests are skipped with the reason.
 set -uo pipefail
@@ -16,4 +17,6 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
     echo "ci: no apt-get; the SLURM tests will be skipped"
   fi
 fi
-pip install -q -e '.[cluster,ray]' || echo "ci: the launcher extras could not be installed; the Ray tests will be skipped"
+if ! python -c "import hydra_plugins.hydra_submitit_launcher, hydra_plugins.hydra_ray_launcher" 2>/dev/null; then
+  pip install -q -e '.[cluster,ray]' || echo "ci: the launcher extras could not be installed; the Ray tests will be skipped"
+fi

@@ -16,6 +16,12 @@ from runner.paths import shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
+
+# Every `mlflow server` the tests start (start_mlflow_server below, the cluster tests' PostgreSQL
+# one) inherits this. Left on, MLflow's server-side job execution (GenAI evaluation jobs, which
+# simllm never submits) starts seven more Python processes beside the web worker: on a two-core
+# machine a server start then cost 15-16 CPU-s instead of 7, and it answered 10 s later.
+os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
 #: Small data the core tests need, shipped with the project (tests/data/README.md: sources, licenses).
 DATA = Path(__file__).resolve().parent / "data"
 #: External reference data (paths.shared_data: ../shared/data beside the checkout, or
@@ -143,3 +149,113 @@ def specs_with(base_specs):
         return replace(base_specs, workload=WorkloadSpec(**wl))
 
     return _make
+
+
+# --- order of the tests and where the time went (pytest-xdist) -----------------------------------
+
+#: pytest-xdist's units of work under ``--dist loadscope`` (a module, or a class of it) that run for
+#: minutes, in the order they are handed out, before everything else (.ci/run passes
+#: ``--no-loadscope-reorder``, which keeps the order set here). xdist's own order hands out the
+#: scopes with the most tests first: these few-test ones came last, and one of them alone then ran
+#: on for minutes after the other workers had finished. Their times: ``--scope-times``.
+RUN_FIRST = (
+    "tests/cluster/test_slurm.py",                           # a SLURM cluster and 200 array jobs
+    "tests/cluster/test_ray.py",                             # a Ray cluster and 167 jobs
+    "tests/live/test_live_cli.py",                           # mostly waiting on a slowed clock
+    "tests/calibration/test_roundtrip.py::TestPoisson50",    # the round trips: DES runs only
+    "tests/calibration/test_roundtrip.py::TestClosed16",
+    "tests/calibration/test_roundtrip.py::TestPoisson80",
+    "tests/calibration/test_roundtrip.py::TestConcurrency1",
+)
+
+
+def _scope(nodeid: str) -> str:
+    """A test's unit of work under ``--dist loadscope``: its class, else its module (the rule of
+    pytest-xdist's LoadScopeScheduling)."""
+    return nodeid.rsplit("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests ordered by scope: ``RUN_FIRST`` in its order, then the modules with tests marked
+    ``slow`` (end-to-end runs), then the rest; within each group the modules with the most tests
+    first (xdist's own order), a module's scopes together, ties in collection order."""
+    first = {s: i for i, s in enumerate(RUN_FIRST)}
+    scopes: dict[str, list] = {}
+    for item in items:
+        scopes.setdefault(_scope(item.nodeid), []).append(item)
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    rank = {m: (1 if any(i.get_closest_marker("slow") for i in its) else 2, -len(its), n)
+            for n, (m, its) in enumerate(modules.items())}
+
+    def key(scope):
+        return (0, first[scope], 0) if scope in first else rank[scope.split("::", 1)[0]]
+
+    items[:] = [item for scope in sorted(scopes, key=key) for item in scopes[scope]]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--scope-times", type=int, default=0, metavar="N",
+                     help="after the run, list the N scopes (modules or classes: pytest-xdist's units of "
+                          "work under --dist loadscope) that took longest, with their worker, CPU time, "
+                          "start and end, and each worker's busy time")
+
+
+_TIMES = {"on": False, "cpu": 0.0, "scopes": {}, "workers": {}}
+
+
+def pytest_configure(config):
+    _TIMES["on"] = bool(config.getoption("scope_times", 0))
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and the child processes it has waited for."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``--scope-times``: each phase's report carries the CPU seconds spent since the previous
+    one (``cpu_s`` in its user properties, which pytest-xdist sends to the controller)."""
+    report = yield
+    if _TIMES["on"]:
+        now = _cpu_s()
+        report.user_properties = [*report.user_properties, ("cpu_s", now - (_TIMES["cpu"] or now))]
+        _TIMES["cpu"] = now
+    return report
+
+
+def pytest_runtest_logreport(report):
+    if not _TIMES["on"] or not report.start:
+        return
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    worker = getattr(gateway, "id", "main")
+    cpu = sum(v for k, v in report.user_properties if k == "cpu_s")
+    for table, name in ((_TIMES["scopes"], _scope(report.nodeid)), (_TIMES["workers"], worker)):
+        t = table.setdefault(name, {"wall": 0.0, "cpu": 0.0, "start": report.start, "stop": report.stop,
+                                    "workers": set()})
+        t["wall"] += report.duration
+        t["cpu"] += cpu
+        t["start"], t["stop"] = min(t["start"], report.start), max(t["stop"], report.stop)
+        t["workers"].add(worker)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n, scopes = config.getoption("scope_times", 0), _TIMES["scopes"]
+    if not n or not scopes:
+        return
+    tr = terminalreporter
+    t0 = min(v["start"] for v in scopes.values())
+    tr.write_sep("=", f"{n} longest scopes (wall: setup + call + teardown of their tests; CPU: the "
+                      f"worker's and its waited-for subprocesses', not daemons')")
+    tr.write_line(f"{'wall s':>8} {'CPU s':>7}  {'worker':8} {'from..to s':>13}  scope")
+    for scope, v in sorted(scopes.items(), key=lambda kv: -kv[1]["wall"])[:n]:
+        tr.write_line(f"{v['wall']:8.1f} {v['cpu']:7.1f}  {','.join(sorted(v['workers'])):8} "
+                      f"{v['start'] - t0:6.0f}..{v['stop'] - t0:<6.0f} {scope}")
+    for w, v in sorted(_TIMES["workers"].items()):
+        tr.write_line(f"worker {w}: {v['wall']:.1f} s in tests ({v['cpu']:.1f} CPU-s), its last test "
+                      f"ended {v['stop'] - t0:.0f} s after the first began")

@@ -189,7 +189,12 @@ def start_slurm(cpus: int = 2, timeout_s: float = 90):
             f"PlugStackConfig={root / 'plugstack.conf'}",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "ReturnToService=2",
-            "SchedulerType=sched/backfill", "JobAcctGatherType=jobacct_gather/none",
+            # batch_sched_delay=0: a task that ends within 3 s of its start frees its CPU for the
+            # next array task at the scheduler's next pass (about a second), not 3 s after the
+            # last start (the default): an array of 1.2 s tasks, two CPUs, went from 1.5 to 1.06 s
+            # per task; tasks of 2.3 s and more saw no change. The resume's tasks (skips) are short.
+            "SchedulerType=sched/backfill", "SchedulerParameters=batch_sched_delay=0",
+            "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={dbdport}", "JobCompType=jobcomp/none",
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5", "MinJobAge=300",

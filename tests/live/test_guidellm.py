@@ -7,7 +7,9 @@ otherwise a cached one under ``~/.cache/simllm/guidellm-venv``, created here wit
 registry only when ``SIMLLM_INSTALL_GUIDELLM=1`` (``.ci/run`` sets it; GuideLLM requires torch:
 ~1.5 GB of venv with torch's CPU build, ~6 GB with the CUDA build PyPI serves); without either the
 test skips and says how to run it, as it does when pip cannot install it (no registry, no disk,
-more than 15 min): an environment that cannot hold GuideLLM is reported, not failed.
+more than 15 min): an environment that cannot hold GuideLLM is reported, not failed, except under
+``SIMLLM_REQUIRE_GUIDELLM=1`` (``.ci/guidellm``, the CI job that builds that venv and runs this
+test: there the test fails instead). ``.ci/run`` runs it where that venv is already at hand.
 GuideLLM synthesises prompts with a Hugging Face tokenizer: the test writes a local word-level
 one (one token per whitespace-separated word over Faker's lorem words, which GuideLLM's generator
 draws from), so prompts of N tokens are N words, simllm-serve's counting rule, and nothing is
@@ -52,6 +54,13 @@ TOKENIZER = textwrap.dedent('''
 ''')
 
 
+def _skip(reason: str):
+    """Skip with the reason, or fail with it where this test is the job (SIMLLM_REQUIRE_GUIDELLM=1)."""
+    if os.environ.get("SIMLLM_REQUIRE_GUIDELLM") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def _guidellm_venv() -> Path:
     env = os.environ.get("SIMLLM_GUIDELLM_VENV")
     if env and (Path(env) / "bin" / "guidellm").exists():
@@ -61,9 +70,10 @@ def _guidellm_venv() -> Path:
         return venv
     if os.environ.get("SIMLLM_INSTALL_GUIDELLM") != "1":
         # GuideLLM 0.8 requires torch: ~1.5 GB of venv with a CPU build of torch, ~6 GB with the
-        # CUDA build PyPI serves: creating the venv is opt-in (.ci/run opts in).
-        pytest.skip("no GuideLLM venv: set SIMLLM_GUIDELLM_VENV to one, or SIMLLM_INSTALL_GUIDELLM=1 to "
-                    f"let this test create {venv} with pip (GuideLLM pulls torch, 1.5-6 GB)")
+        # CUDA build PyPI serves: creating the venv is opt-in (.ci/guidellm opts in).
+        _skip("no GuideLLM venv: run .ci/guidellm, set SIMLLM_GUIDELLM_VENV to one, or "
+              f"SIMLLM_INSTALL_GUIDELLM=1 to let this test create {venv} with pip (GuideLLM pulls "
+              "torch, 1.5-6 GB)")
     # torch pinned to 2.13.0: where pip has that release's CPU build at hand (this project's
     # machines keep it on disk, found through pip's own configuration) nothing else is fetched
     # for torch; elsewhere pip takes 2.13.0 from the registry. GuideLLM pinned to the release
@@ -74,11 +84,11 @@ def _guidellm_venv() -> Path:
                            capture_output=True, text=True, timeout=900)
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip("GuideLLM could not be installed within 15 min (pip install torch==2.13.0 guidellm==0.8.1)")
+        _skip("GuideLLM could not be installed within 15 min (pip install torch==2.13.0 guidellm==0.8.1)")
     if r.returncode != 0:
         # the environment, not simllm: no registry, no such release, no disk space
         shutil.rmtree(venv, ignore_errors=True)
-        pytest.skip(f"GuideLLM could not be installed with pip: {(r.stderr + r.stdout)[-400:]}")
+        _skip(f"GuideLLM could not be installed with pip: {(r.stderr + r.stdout)[-400:]}")
     return venv
 
 
