@@ -67,7 +67,8 @@ def key(parts, listing) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def _stamp(path: str):
+def stamp(path: str):
+    """(mtime ns, size) of ``path``, None when it cannot be read: what a cached entry checks."""
     try:
         st = os.stat(path)
     except OSError:
@@ -87,17 +88,17 @@ def module_stamps() -> list:
     ``EXTRA_SOURCES`` and the ``__init__`` of each ``EXTRA_PACKAGES`` (found without importing)."""
     from importlib.util import find_spec
 
-    out = [(f, _stamp(f)) for f in EXTRA_SOURCES]
+    out = [(f, stamp(f)) for f in EXTRA_SOURCES]
     for pkg in EXTRA_PACKAGES:
         spec = find_spec(pkg)
         if spec is not None and spec.origin:
-            out.append((spec.origin, _stamp(spec.origin)))
+            out.append((spec.origin, stamp(spec.origin)))
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
         if not f or name == "__main__":
             continue
         if name.partition(".")[0] in PACKAGES or f.startswith(_ROOT):
-            out.append((f, _stamp(f)))
+            out.append((f, stamp(f)))
     return out
 
 
@@ -106,7 +107,7 @@ def folder_stamps(roots) -> list:
     out = []
     for root in roots:
         for d, _, _ in os.walk(root):
-            out.append((d, _stamp(d)))
+            out.append((d, stamp(d)))
     return out
 
 
@@ -184,7 +185,7 @@ def load(k: str):
             head = pickle.load(f)
             if not (isinstance(head, dict) and head.get("format") == FORMAT and head.get("key") == k):
                 return None
-            if any(_stamp(p) != st for p, st in head["stamps"]):
+            if any(stamp(p) != st for p, st in head["stamps"]):
                 return None
             dl, loaded = _Unpickler(f).load()
             blob = f.read()

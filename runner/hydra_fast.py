@@ -69,11 +69,9 @@ def cache_config_files() -> None:
             _files = root is not None   # a zipped package does not change while a process runs
             if _files:                  # files may (a package's too: conf/ is one)
                 full = os.path.realpath(os.path.join(root, self._normalize_file_name(config_path)))
-                try:
-                    st = os.stat(full)
-                except OSError:
+                stamp = compose_cache.stamp(full)
+                if stamp is None:
                     return _orig(self, config_path)   # raises Hydra's own "not found"
-                stamp = (st.st_mtime_ns, st.st_size)
             key = (self.path, self.provider, config_path)
             hit = _cache.get(key)
             if hit is None or hit[0] != stamp:
@@ -113,14 +111,6 @@ def source_dir(source) -> str | None:
 
 #: (path, (mtime, size)) of each config file read while a compose is being memoised (else None).
 _LOADED: list | None = None
-
-
-def _file_stamp(path: str):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
 
 
 class LazyNode:
@@ -303,7 +293,7 @@ def memoize_compose() -> None:
         except Exception:  # noqa: BLE001 - Hydra's own path raises its own error
             return orig_defaults(repo, config_name, overrides_list, prepend_hydra, skip_missing)
         entry = entries.get(key)
-        if entry is not None and all(_file_stamp(f) == st for f, st in entry[1]):
+        if entry is not None and all(compose_cache.stamp(f) == st for f, st in entry[1]):
             return dataclasses.replace(entry[0], config_overrides=values)
         disk_key = None
         if _STORES["eager"] == 0 and compose_cache.enabled():   # the cross-process cache
