@@ -35,6 +35,7 @@ def __getattr__(name):
 PREEMPTIONS = ("recompute", "swap", "none")
 ALLREDUCES = ("analytical", "one_shot", "two_shot", "nccl")   # engine.cost.allreduce
 KERNEL_TABLES = ("none", "trtllm", "vllm", "sglang")
+PER_REQUEST_DISTS = ("exponential", "fixed")   # the API server's time per request (engine.des.cluster.loop)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ class FrameworkSpec:
     per_request_s: host time once per request on its way in (API server: parse, tokenise,
         hand-off to the engine core), on top of the calibration's per-request overhead: it delays
         the request's arrival at the scheduler, not the iterations;
+    per_request_dist: how that API-server time varies from request to request in the DES (one
+        server, requests in arrival order: engine.des.cluster.loop): exponential (the default:
+        the server's time per request is not a constant -- it shares one event loop with the
+        streaming of every running request, tokenises prompts of different text and pauses for
+        garbage collection -- and the exponential is the maximum-entropy law of a positive time
+        of known mean, so no parameter is added) | fixed (every request takes the mean). The
+        mean is the same, so the analytical engine, which adds the mean, is unaffected. The law
+        matters under a benchmark client's burst and closed loop: with fixed times the requests
+        of a wave reach the scheduler evenly spaced and stay in the same iterations round after
+        round; with varying times the waves spread;
     frontend_tok_s: output tokens/s the front end (API server: detokenise and stream) can deliver:
         the DES queues every emitted token behind it (engine.des.frontend; iterations keep their
         price), the analytical decode holds its cycle to it; 0 = no limit;
@@ -115,6 +126,7 @@ class FrameworkSpec:
                                  range=(0.0, 1e-2))
     per_request_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
                                  range=(0.0, 1.0))
+    per_request_dist: str = "exponential"
     frontend_tok_s: float = 0.0
     # --- The request's path to its first token (engine.des.replica, engine.des.ahead) ---
     #: schedule_ahead: iterations the engine schedules ahead of the one on the GPU (vLLM V1
@@ -170,6 +182,7 @@ class FrameworkSpec:
         one_of(g, "preemption", self.preemption, PREEMPTIONS)
         one_of(g, "allreduce", self.allreduce, ALLREDUCES)
         one_of(g, "kernel_tables", self.kernel_tables, KERNEL_TABLES)
+        one_of(g, "per_request_dist", self.per_request_dist, PER_REQUEST_DISTS)
         positive_int(g, "max_num_seqs", self.max_num_seqs)
         positive_int(g, "max_num_batched_tokens", self.max_num_batched_tokens)
         positive_int(g, "chunk_size", self.chunk_size, minimum=0)

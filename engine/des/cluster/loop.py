@@ -33,7 +33,8 @@ class Loop:
     def __init__(self, st, replicas: list, router, *, users: int,
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
                  block_size: int, bucket=None, progress=None, decode_router=None,
-                 handoff_s=None, hooks=NO_HOOKS, des=None, api_s: float = 0.0):
+                 handoff_s=None, hooks=NO_HOOKS, des=None, api_s: float = 0.0,
+                 api_dist: str = "fixed"):
         self.st, self.replicas, self.router = st, replicas, router
         # the framework's per-request host time, served by one API server in arrival order
         # (``_through_api``); 0: requests reach the scheduler after ``request_overhead_s`` alone
@@ -61,6 +62,11 @@ class Loop:
         # client round trip: half on the way in (with the request overhead), half on the way out
         self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
+        # api_dist exponential: the API server's time per request drawn (sub-stream 13 of the seed)
+        self._api_rng = None
+        if api_dist == "exponential" and self.api_s > 0:
+            seed = self.des.seed if self.des is not None else 0
+            self._api_rng = np.random.default_rng(np.random.SeedSequence([seed, 13]))
 
     def _push(self, t, prio, kind, rep=None, version=0):
         if kind == ARRIVE and self.api_s:
@@ -161,12 +167,18 @@ class Loop:
 
     def _through_api(self, rid, t):
         """``rid`` reaches the API server at ``t`` and leaves it for the scheduler at
-            leave = max(t, leave of the request before) + api_s
+            leave = max(t, leave of the request before) + s
         (a FIFO single server: parse, tokenise, hand off to the engine core, one request at a
         time on one Python thread: vLLM's API server process, SGLang's TokenizerManager,
-        trtllm-serve's front end). Requests that come together (a benchmark client's burst, a
-        closed loop's wave of completions) reach the scheduler api_s apart, not all at once."""
-        self._api_free = (t if t > self._api_free else self._api_free) + self.api_s
+        trtllm-serve's front end). s is the server's time for this request [s]: api_s for every
+        request (``framework.per_request_dist=fixed``), or drawn from the exponential law of
+        mean api_s (``exponential``, engine.spec.framework). Requests that come together (a
+        benchmark client's burst, a closed loop's wave of completions) reach the scheduler one
+        service time apart, not all at once: a burst's k-th request leaves k api_s after it
+        came on average either way (the sum of k exponentials has mean k api_s), but with
+        varying times a wave's requests fall into different iterations from round to round."""
+        s = self.api_s if self._api_rng is None else self._api_rng.exponential(self.api_s)
+        self._api_free = (t if t > self._api_free else self._api_free) + s
         self.heap_push_arrive(self._api_free, rid)
 
     def heap_push_arrive(self, t, rid):
