@@ -8,11 +8,11 @@ from engine.des import DesSpec, simulate
 from tests.fixtures import with_fields
 
 
-def _run(base_specs, api_s, **workload):
+def _run(base_specs, api_s, dist="fixed", seed=0, **workload):
     wl = dict(num_requests=4, prompt_len=100, output_len=4, arrival="batch")
     wl.update(workload)
-    specs = with_fields(base_specs, framework=dict(per_request_s=api_s), workload=wl)
-    return simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"))).state
+    specs = with_fields(base_specs, framework=dict(per_request_s=api_s, per_request_dist=dist), workload=wl)
+    return simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"), seed=seed)).state
 
 
 def test_a_burst_reaches_the_scheduler_one_service_time_apart(base_specs):
@@ -44,3 +44,33 @@ def test_closed_loop_wave_is_spread_by_the_server(base_specs):
     np.testing.assert_allclose(np.sort(on.entered_s[:3]), [0.005, 0.010, 0.015], rtol=1e-12)
     assert np.all(off.entered_s[:3] == 0.0)
     assert np.isfinite(on.first_token).all()
+
+
+def test_the_default_law_is_exponential_with_the_same_mean(base_specs):
+    # framework.per_request_dist=exponential (the profiles' default): a burst of n = 2000 requests
+    # through a 10 ms server leaves it at the partial sums of n draws, so the gaps between
+    # consecutive entries are the draws themselves: i.i.d. exponential of mean 10 ms. Their mean
+    # is within 4 standard errors (sd of an exponential = its mean: 4 x 10 ms / sqrt(2000) =
+    # 0.89 ms) and their coefficient of variation is 1 (within 0.1); the fixed law gives every
+    # gap exactly 10 ms. The draws follow engine.des seed: the same seed, the same entries.
+    from engine.spec.framework import FrameworkSpec
+
+    assert FrameworkSpec().per_request_dist == "exponential"
+    n = 2000
+    st = _run(base_specs, 0.010, dist="exponential", num_requests=n, prompt_len=4, output_len=1)
+    gaps = np.diff(np.concatenate([[0.0], np.sort(st.entered_s)]))
+    assert gaps.mean() == pytest.approx(0.010, abs=4 * 0.010 / np.sqrt(n))
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.1)
+    again = _run(base_specs, 0.010, dist="exponential", num_requests=n, prompt_len=4, output_len=1)
+    np.testing.assert_array_equal(st.entered_s, again.entered_s)
+    other = _run(base_specs, 0.010, dist="exponential", seed=1, num_requests=n, prompt_len=4, output_len=1)
+    assert not np.array_equal(st.entered_s, other.entered_s)
+    fixed = _run(base_specs, 0.010, num_requests=n, prompt_len=4, output_len=1)
+    np.testing.assert_allclose(np.diff(np.sort(fixed.entered_s)), 0.010, rtol=1e-9)
+
+
+def test_an_unknown_law_names_the_field(base_specs):
+    from engine.errors import SpecError
+
+    with pytest.raises(SpecError, match="per_request_dist"):
+        _run(base_specs, 0.010, dist="gamma")

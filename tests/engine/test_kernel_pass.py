@@ -95,12 +95,14 @@ def test_pass_time_is_the_sum_of_kernels(fake):
 
 def test_kernel_priced_engines_agree(fake):
     """DES at very low load = analytical batch-1, with kernel-priced passes (as with the roofline
-    in test_cross_engine)."""
+    in test_cross_engine, with the API server's fixed law: the analytical engine adds its mean)."""
     from engine.analytical import run as analytical_run
     from engine.des import DesSpec, simulate
     from engine.spec import WorkloadSpec
+    from tests.fixtures import with_fields
 
-    s = specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp1")
+    s = with_fields(specs(model="llama_3_1_8b", hardware="h100_sxm", partition="tp1"),
+                    framework=dict(per_request_dist="fixed"))
     wl = WorkloadSpec(prompt_len=512, output_len=64, num_requests=3, arrival="gamma",
                       rate_rps=0.02, arrival_cv=0.01)
     s = replace(s, workload=wl)
