@@ -359,9 +359,12 @@ HARNESS_ALIASES = (
 #:                 TTFT further short (signed median -35 % against -22 % with chunked context,
 #:                 180 points, before the host terms were refitted), so the profile's chunked
 #:                 context stays. Its kv_cache_config.free_gpu_memory_fraction defaults to 0.80
-#:                 (generator/config/backend_templates/trtllm/extra_engine_args.*.yaml.j2; the
-#:                 generator passes none of its own), not TensorRT-LLM's 0.9: the KV pool is
-#:                 0.8 of the memory left after the model and the profiling pass;
+#:                 in the engine-args template of TensorRT-LLM 1.0.0rc3
+#:                 (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2;
+#:                 the generator passes none of its own), not TensorRT-LLM's 0.9: the KV pool is
+#:                 0.8 of the memory left after the model and the profiling pass; the template of
+#:                 1.2.0rc6.post1 (extra_engine_args.1.2.0rc6.post1.yaml.j2) defaults to 0.90,
+#:                 so rows of 1.2 and later get 0.9 (the releases between are taken as 1.0's);
 #:   SGLang        --max-running-requests N, --max-prefill-tokens ISL + 1500, CUDA graphs 1..N.
 #:                 The rule also sets --enable-mixed-chunk (running decodes ride in the prefill
 #:                 batch: the decode-first chunked policy, engine.des.schedulers.sarathi), but the
@@ -371,8 +374,10 @@ HARNESS_ALIASES = (
 HARNESSES = ("none", "aiconfigurator_agg")
 #: the rules' token headroom over one prompt (max_num_tokens = batch + ISL + 1500)
 AIC_TOKEN_HEADROOM = 1500
-#: the TensorRT-LLM engine-args templates' kv_cache_config.free_gpu_memory_fraction default
+#: the TensorRT-LLM engine-args templates' kv_cache_config.free_gpu_memory_fraction default:
+#: 0.80 (1.0.0rc3's template), 0.90 from 1.2 (1.2.0rc6.post1's template)
 AIC_TRTLLM_KV_FRACTION = 0.8
+AIC_TRTLLM_KV_FRACTION_1_2 = 0.9
 
 
 def parse_harness(cell: str, notes: str = "") -> str:
@@ -385,11 +390,12 @@ def parse_harness(cell: str, notes: str = "") -> str:
     return next((h for pat, h in HARNESS_ALIASES if re.search(pat, hay)), "none")
 
 
-def harness_settings(harness: str, framework: str, users: int, prompt_len: int) -> dict:
+def harness_settings(harness: str, framework: str, users: int, prompt_len: int, version: str = "") -> dict:
     """The engine settings (``framework.*`` override keys -> values) that
-    harness ``harness`` deploys ``framework`` with for a point of ``users`` concurrent requests of
-    ``prompt_len`` tokens ({} for 'none', an unknown framework or no concurrency). The budget
-    is in tokens per iteration; the graph list every batch size up to the batch limit."""
+    harness ``harness`` deploys ``framework`` (its release ``version``, as the row states it) with
+    for a point of ``users`` concurrent requests of ``prompt_len`` tokens ({} for 'none', an
+    unknown framework or no concurrency). The budget is in tokens per iteration; the graph list
+    every batch size up to the batch limit."""
     if harness != "aiconfigurator_agg" or users < 1 or prompt_len < 1:
         return {}
     graphs = "[" + ",".join(str(b) for b in range(1, users + 1)) + "]"
@@ -399,7 +405,9 @@ def harness_settings(harness: str, framework: str, users: int, prompt_len: int) 
         tokens = budget
     elif framework in ("trtllm", "trtllm_v0"):
         tokens = -(-budget // 32) * 32
-        extra = {"framework.kv_usable_fraction": AIC_TRTLLM_KV_FRACTION}
+        v = _version(version)
+        frac = AIC_TRTLLM_KV_FRACTION_1_2 if v is not None and v >= (1, 2) else AIC_TRTLLM_KV_FRACTION
+        extra = {"framework.kv_usable_fraction": frac}
     elif framework in ("sglang", "sglang_v03"):
         tokens = prompt_len + AIC_TOKEN_HEADROOM         # max_prefill_tokens
     else:

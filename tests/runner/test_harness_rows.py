@@ -35,6 +35,9 @@ def test_harness_settings_by_framework():
     # the engine-args templates' kv_cache_config.free_gpu_memory_fraction default(0.80); vLLM and
     # SGLang templates set no memory fraction (their engines' own defaults stay)
     assert t["framework.kv_usable_fraction"] == 0.8 and "framework.kv_usable_fraction" not in v
+    # ... 0.80 in 1.0.0rc3's template, 0.90 in 1.2.0rc6.post1's (the row's framework_version)
+    assert rg.harness_settings("aiconfigurator_agg", "trtllm", 16, 1024, "1.0.0rc3")["framework.kv_usable_fraction"] == 0.8
+    assert rg.harness_settings("aiconfigurator_agg", "trtllm", 16, 1024, "1.2.0rc6.post1")["framework.kv_usable_fraction"] == 0.9
     s = rg.harness_settings("aiconfigurator_agg", "sglang", 64, 4096)
     assert s["framework.max_num_batched_tokens"] == 4096 + 1500 and s["framework.max_num_seqs"] == 64
     assert "framework.scheduler" not in s        # mixed chunks contradicted by the rows: prefill-first stays

@@ -203,7 +203,7 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
         client = rg.parse_client(row.get("client", ""), row.get("notes", "")) or DEFAULT_CLIENT
         wl.update(arrival="closed_loop", concurrency=users)
         harness = rg.parse_harness(row.get("harness", ""), row.get("notes", ""))
-        deployed = rg.harness_settings(harness, fw, users, lengths.prompt)
+        deployed = rg.harness_settings(harness, fw, users, lengths.prompt, row.get("framework_version", ""))
         case.overrides = ov = ov + [f"{k}={v}" for k, v in deployed.items()]
         if client == "none":
             n = min(max(load.prompts, 6 * users, 200), 4000)
