@@ -13,6 +13,8 @@ OmegaConf's own behaviour, computed in the same test without the shortcut.
   included, equals Hydra's own compose for value, group, add, force-add, delete, dict and
   hydra.* overrides, after a changed config file or ConfigStore entry too, and bad overrides
   raise Hydra's own exception and message;
+* the launcher plugins' schemas stored lazily by the plugin scan: each built node equals
+  ``OmegaConf.structured`` of what the plugin stored; a selected launcher prints as without;
 * .hydra/*.yaml written with libyaml: the text equals OmegaConf.to_yaml's (simllm's config,
   containers it must leave to OmegaConf, 300 random printable-ASCII containers).
 """
@@ -374,11 +376,14 @@ def test_printed_configs_use_libyaml_only_where_identical(cfg_of):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--cfg", "job", "hardware=h200", "partition.tp=2"],
-                                  ["--cfg", "hydra", "hydra.run.dir=x"], ["--hydra-help"]])
+                                  ["--cfg", "hydra", "hydra.run.dir=x"], ["--hydra-help"],
+                                  ["--cfg", "hydra", "hydra/launcher=submitit_slurm"],
+                                  ["--cfg", "hydra", "hydra/launcher=ray_aws"]])
 def test_help_and_printed_config_equal_hydras_own(tmp_path, args):
     """``simllm --help`` / ``--cfg`` / ``--hydra-help`` print the same text with the shortcuts
-    (the listing memo, libyaml, the compose cache: first and second process) as with Hydra's own
-    behaviour (SIMLLM_HYDRA_SHORTCUTS=0)."""
+    (the listing memo, libyaml, the compose cache: first and second process; the launcher
+    plugins' schemas built on first load) as with Hydra's own behaviour
+    (SIMLLM_HYDRA_SHORTCUTS=0)."""
     import subprocess
     import sys
 
@@ -392,3 +397,23 @@ def test_help_and_printed_config_equal_hydras_own(tmp_path, args):
         out[mode] = p.stdout
     assert out["1"] == out["0"] and out["1 again"] == out["0"]
     assert len(out["0"]) > 500
+
+
+def test_plugin_schemas_stored_lazily_build_what_the_plugin_stored():
+    """After the plugin scan (runner.app installs the shortcuts) the launcher plugins' entries are
+    lazy; each loads as ``OmegaConf.structured`` of the dataclass (or instance) the plugin gave
+    ``ConfigStore.store`` (compared as YAML, interpolations unresolved), and a second load is a
+    new copy. The dataclasses are the plugins' own module attributes, found independently."""
+    from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+
+    cs = ConfigStore.instance()
+    expected = {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf(),
+                "submitit_slurm": SlurmQueueConf()}
+    for name, node in expected.items():
+        entry = cs.repo["hydra"]["launcher"][f"{name}.yaml"]
+        assert isinstance(entry.node, app.LazyNode), name
+        assert entry.provider in ("joblib_launcher", "submitit_launcher")
+        a, b = cs.load(f"hydra/launcher/{name}.yaml"), cs.load(f"hydra/launcher/{name}.yaml")
+        assert OmegaConf.to_yaml(a.node) == OmegaConf.to_yaml(OmegaConf.structured(node)), name
+        assert a.node is not b.node and a.node == b.node
