@@ -43,8 +43,10 @@ from engine.result import Assumption
 from engine.spec import Specs
 
 #: Token counts the tables hold: 0..128 exactly, then a geometric grid of ratio 2^(1/16) to 2^24.
-GRID = np.unique(np.concatenate([np.arange(0, 129, dtype=float),
-                                 np.round(2.0 ** (np.arange(7 * 16, 24 * 16 + 1) / 16.0))]))
+#: (sorted distinct values, as np.unique gives them; np.unique would import numpy.ma, ~0.01 CPU-s
+#: of a process that needs nothing else of it)
+GRID = np.array(sorted(set(np.concatenate([np.arange(0, 129, dtype=float),
+                                           np.round(2.0 ** (np.arange(7 * 16, 24 * 16 + 1) / 16.0))]).tolist())))
 
 
 @dataclass(frozen=True)

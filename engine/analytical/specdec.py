@@ -31,6 +31,8 @@ weights off the KV room and size the KV per token as target + draft:
     tokens  = KV room / (target KV per token + draft KV per token)   (per device)
 """
 
+from __future__ import annotations
+
 from dataclasses import replace
 
 import numpy as np
