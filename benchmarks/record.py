@@ -122,6 +122,9 @@ def summary(names=None) -> str:
             out.append(f"| {r['label']} | {r['kind']} | {r['cpu_s']['n']} | {_fmt(r['cpu_s']['min'])} | "
                        f"{_fmt(r['cpu_s']['median'])} | {_fmt(r['wall_s']['min'])} | "
                        f"{_fmt(r.get('peak_mb'), 1)} | {per} |")
+        notes = (d.get("info") or {}).get("notes")
+        if notes:
+            out += [""] + [f"- {n}" for n in notes]
         top = (d.get("info") or {}).get("import_top")
         if top:
             out += ["", "Import time by package (ms of the package's own modules, `-X importtime`, "
