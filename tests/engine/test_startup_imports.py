@@ -1,6 +1,5 @@
-"""What importing the analytical engine loads: nothing of polars (built only when a table is
-asked for as a DataFrame), numpy's random and masked-array packages (a one-point run uses
-neither), Hydra, OmegaConf or MLflow (engine/ never imports them). Each is checked in a fresh
+"""What importing the analytical engine loads: nothing of numpy's random and masked-array
+packages (a one-point run uses neither), Hydra, OmegaConf or MLflow (engine/ never imports them). Each is checked in a fresh
 interpreter, by the module names Python reports loaded."""
 
 import subprocess
@@ -20,7 +19,7 @@ def _loaded(code: str) -> set:
 
 def test_analytical_engine_import_is_lean():
     mods = _loaded("import engine.analytical, engine.result")
-    for name in ("polars", "pyarrow", "numpy.random", "numpy.ma", "hydra", "omegaconf", "mlflow"):
+    for name in ("numpy.random", "numpy.ma", "hydra", "omegaconf", "mlflow"):
         assert name not in mods, name
     assert "numpy" in mods   # the engine computes with numpy
 
