@@ -15,10 +15,13 @@ run. The resume runs in batches of 4 (``hydra.sweeper.max_batch_size``): the job
 
 import json
 
+import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow   # two sweeps through the console script, like tests/runner/test_scale.py
 
 TP, BATCH = ("1", "2", "4"), ("1", "8")
 GRID = [f"partition.tp={','.join(TP)}", f"workload.batch_size={','.join(BATCH)}"]
