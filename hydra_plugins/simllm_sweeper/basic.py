@@ -18,7 +18,6 @@ Without ``resume=true`` (or with tracking off, or without the sweep callback) th
 basic sweeper unchanged.
 """
 
-import copy
 import json
 import os
 import sys
@@ -74,8 +73,8 @@ class SimllmBasicSweeper(BasicSweeper):
             batch = self.get_job_batch()
             tic = time.perf_counter()
             todo, skipped = self._split_batch(batch, finished)   # composes each job once
-            for n, (sweep_cfg, chash) in enumerate(skipped):
-                self._write_skipped(sweep_cfg, initial_job_idx + len(todo) + n, chash)
+            for n, (job_dir, task_overrides, chash) in enumerate(skipped):
+                _write_skipped(job_dir, initial_job_idx + len(todo) + n, task_overrides, chash)
             print(f"simllm: resume: {len(skipped)} of {len(batch)} points already have a FINISHED "
                   f"run (skipped, not launched); launching {len(todo)} "
                   f"({time.perf_counter() - tic:.1f} s to compose and hash them)", file=sys.stderr)
@@ -87,46 +86,57 @@ class SimllmBasicSweeper(BasicSweeper):
         return returns
 
     def _split_batch(self, batch: Sequence[Sequence[str]], finished: set) -> tuple[list, list]:
-        """The batch's jobs to launch (their overrides) and the finished ones ((composed config,
-        config hash) each). Each job is composed here: a job that does not compose raises, before
-        any job of the batch runs (Hydra's ``validate_batch_is_legal``); one whose hash cannot be
-        computed is launched, so that the job itself records why it fails."""
+        """The batch's jobs to launch (their overrides) and the finished ones to skip (their job
+        folder as ``_job_dir`` gives it, the job's task overrides and its config hash: no composed
+        config is kept, so a resumed grid of many points holds little). Each job is composed
+        here: a job that does not compose raises, before any job of the batch runs (Hydra's
+        ``validate_batch_is_legal``); one whose hash cannot be computed is launched, so that the
+        job itself records why it fails."""
         from runner.job import hashed_config
 
         loader = self.hydra_context.config_loader
         todo, skipped = [], []
         for overrides in batch:
-            sweep_cfg = loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
-            task_cfg = copy.deepcopy(sweep_cfg)   # the job's config, as Hydra's run_job makes it
-            with read_write(task_cfg), open_dict(task_cfg):
-                del task_cfg["hydra"]
+            cfg = loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
+            job_dir, task_overrides = _job_dir(cfg), [str(o) for o in cfg.hydra.overrides.task]
+            with read_write(cfg), open_dict(cfg):
+                del cfg["hydra"]   # the job's config, as Hydra's run_job hands it to the task
             try:
-                chash = hashed_config(task_cfg)[2]
+                chash = hashed_config(cfg)[2]
             except Exception:  # noqa: BLE001 - the job reports its own error
                 chash = None
-            if chash is not None and task_cfg.get("resume") and task_cfg.tracking.enabled and chash in finished:
-                skipped.append((sweep_cfg, chash))
+            if chash is not None and cfg.get("resume") and cfg.tracking.enabled and chash in finished:
+                skipped.append((job_dir, task_overrides, chash))
             else:
                 todo.append(list(overrides))
         return todo, skipped
 
-    @staticmethod
-    def _write_skipped(sweep_cfg: DictConfig, idx: int, chash: str) -> None:
-        """The job folder of a skipped point, where the launcher would have put job ``idx``
-        (``hydra.sweep.dir`` / ``hydra.sweep.subdir``, resolved with this job's number): its
-        ``skipped.json`` and ``.hydra/overrides.yaml``."""
-        from runner.job import write_skipped
 
-        with read_write(sweep_cfg), open_dict(sweep_cfg):
-            sweep_cfg.hydra.job.id = idx
-            sweep_cfg.hydra.job.num = idx
-        hc = HydraConfig.instance()
-        orig = hc.cfg
-        hc.set_config(sweep_cfg)   # as Hydra's run_job does before it resolves the job's folder
-        try:
-            job_dir = Path(str(sweep_cfg.hydra.sweep.dir)) / str(sweep_cfg.hydra.sweep.subdir)
-        finally:
-            hc.cfg = orig
-        (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(sweep_cfg.hydra.overrides.task, job_dir / ".hydra" / "overrides.yaml")
-        write_skipped(job_dir, chash, sweep_cfg.hydra.overrides.task)
+#: A job number no grid reaches: a skipped job's folder is resolved with it (``_job_dir``), which
+#: ``_write_skipped`` replaces by the job's number once the batch's launched jobs are counted.
+_NUM = 987654321987
+
+
+def _job_dir(sweep_cfg: DictConfig) -> str:
+    """The folder the launcher would give this job (``hydra.sweep.dir`` / ``hydra.sweep.subdir``,
+    resolved as Hydra's run_job resolves them), with the job number ``_NUM``."""
+    with read_write(sweep_cfg), open_dict(sweep_cfg):
+        sweep_cfg.hydra.job.id = _NUM
+        sweep_cfg.hydra.job.num = _NUM
+    hc = HydraConfig.instance()
+    orig = hc.cfg
+    hc.set_config(sweep_cfg)
+    try:
+        return os.path.join(str(sweep_cfg.hydra.sweep.dir), str(sweep_cfg.hydra.sweep.subdir))
+    finally:
+        hc.cfg = orig
+
+
+def _write_skipped(job_dir: str, idx: int, task_overrides: list, chash: str) -> None:
+    """The folder of skipped job ``idx``: its ``skipped.json`` and ``.hydra/overrides.yaml``."""
+    from runner.job import write_skipped
+
+    path = Path(job_dir.replace(str(_NUM), str(idx)))
+    (path / ".hydra").mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(task_overrides), path / ".hydra" / "overrides.yaml")
+    write_skipped(path, chash, task_overrides)
