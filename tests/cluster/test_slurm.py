@@ -67,6 +67,20 @@ def _sacct(slurm, job_id: str, submitted: int = N) -> dict:
             "cancelled": vals.count("CANCELLED") + len(never), "never_ran": never}
 
 
+def _settled(slurm, job_id: str, lines: int, timeout_s: float = 120) -> None:
+    """Wait (at most ``timeout_s``, then go on) until sacct has a final state for ``lines`` of the
+    array's tasks: slurmctld hands a task's end to slurmdbd some time after squeue stops listing
+    it, and a task that ended just before the queue drained could be missing from the count (a
+    grid task counted as never run, on a loaded machine)."""
+    def done():
+        acc = [v for k, v in slurm.accounted().items() if k.startswith(f"{job_id}_") and "[" not in k]
+        return len(acc) >= lines and not {"PENDING", "RUNNING", "COMPLETING"} & set(acc)
+
+    deadline = time.time() + timeout_s
+    while not done() and time.time() < deadline:
+        time.sleep(1)
+
+
 def _array_id(sweep) -> str:
     """The SLURM array's job id, from submitit's folder of one of its tasks (``<array>_<task>``;
     the folder also holds ``.submission_file_<hex>.sh``, which a bare ``*_*`` matched too, and an
@@ -110,6 +124,7 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
         if p.poll() is None:
             p.kill()
     _wait(lambda: not slurm.jobs(), PHASE_TIMEOUT_S, "the queue to drain", step=1)   # the array outlives the launcher
+    _settled(slurm, array, N - 1)   # every task but the one cancelled while pending has a record
     first = {**_sacct(slurm, array), **L.ledger(mlflow_server, exp, N), "rc": p.returncode,
              "wall_s": round(time.time() - t0, 1)}
 
@@ -123,6 +138,7 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     _wait(lambda: not slurm.jobs(), 120, "the queue to drain")
     # the resume submits only the points without a FINISHED run: one array task each
     unfinished = N - (first["FINISHED"] - first["duplicated"])
+    _settled(slurm, array2, unfinished)
     second = {**_sacct(slurm, array2, unfinished), **L.ledger(mlflow_server, exp, N), "skipped": resumed["skipped"],
               "resumed": resumed["done"],
               "rc": r.returncode, "wall_s": round(time.time() - t1, 1)}
