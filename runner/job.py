@@ -180,6 +180,23 @@ def print_rows(rows: list[dict], file=None) -> None:
         print("  ".join(str(r.get(c, "")).rjust(width[c]) for c in cols), file=file)
 
 
+def hashed_config(cfg: DictConfig) -> tuple[DictConfig, dict, str]:
+    """A job's config as the engine will see it (``resolved_config``), its resolved container
+    (without the moved flat keys) and its config hash: what ``run_job`` records and what
+    ``resume=true`` looks up, computed the same way by a job and by the sweeper that skips
+    finished points before launching (hydra_plugins/simllm_sweeper/basic.py)."""
+    cfg = resolved_config(cfg)     # model.hf_config applied: the record names what is computed
+    resolved = without_moved(OmegaConf.to_container(cfg, resolve=True))  # once: hash, files, params
+    return cfg, resolved, config_hash(resolved)
+
+
+def write_skipped(job_dir: Path, chash: str, overrides) -> None:
+    """Mark ``job_dir`` as a point that ``resume=true`` skipped (skipped.json: its config hash and
+    overrides), which the sweep's summary counts as skipped."""
+    outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),
+                                            "reason": "a FINISHED run with this config hash exists"})
+
+
 def already_finished(cfg: DictConfig, chash: str) -> bool:
     """resume=true: is there a FINISHED run with this config hash in the target experiment?
 
@@ -203,12 +220,9 @@ def run_job(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> "RunResult 
 
     Returns None when ``resume`` skips a job that already has a FINISHED run.
     """
-    cfg = resolved_config(cfg)     # model.hf_config applied: the record names what is computed
-    resolved = without_moved(OmegaConf.to_container(cfg, resolve=True))  # once: hash, files, params
-    chash = config_hash(resolved)
+    cfg, resolved, chash = hashed_config(cfg)
     if cfg.get("resume") and cfg.tracking.enabled and already_finished(cfg, chash):
-        outputs.write_json(job_dir / SKIPPED, {"config_hash": chash, "overrides": list(overrides),
-                                                "reason": "a FINISHED run with this config hash exists"})
+        write_skipped(job_dir, chash, overrides)
         print(f"simllm: skipped (resume): config {chash} already has a FINISHED run")
         return None
     specs = specs_from_config(cfg)

@@ -5,10 +5,34 @@ are missing or its daemons do not start (.ci/cluster.sh installs them)."""
 
 import importlib.util
 import subprocess
+import threading
 
 import pytest
 
 from tests.cluster.slurm import ClusterUnavailable, start_slurm
+
+#: Clusters and servers being stopped in the background (``_stop_later``).
+_STOPPING: list[threading.Thread] = []
+
+
+def _stop_later(cm, what: str) -> None:
+    """Leave the exit of a started context manager (stopping a cluster's daemons or the tracking
+    server: 6-15 s here, almost all of it waiting for processes to end) to a thread, so that the
+    worker goes on with its next tests meanwhile; ``_stopped`` waits for it before the session
+    ends. Each cluster and server has its own folder and ports, so nothing later meets it."""
+    t = threading.Thread(target=cm.__exit__, args=(None, None, None), name=f"stopping {what}")
+    t.start()
+    _STOPPING.append(t)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stopped():
+    """At the session's end: every cluster and server of ``_stop_later`` stopped (joined)."""
+    yield
+    for t in _STOPPING:
+        t.join(timeout=180)
+    alive = [t.name for t in _STOPPING if t.is_alive()]
+    assert not alive, f"still stopping after 180 s: {alive}"
 
 
 def _need_module(name: str, extra: str):
@@ -20,11 +44,13 @@ def _need_module(name: str, extra: str):
 def slurm(request):
     _need_module("hydra_plugins.hydra_submitit_launcher", "cluster")
     request.getfixturevalue("_mlflow_server_starting")   # the server comes up while the daemons do
+    cm = start_slurm(cpus=2)
     try:
-        with start_slurm(cpus=2) as cluster:
-            yield cluster
+        cluster = cm.__enter__()   # on an error here the context manager has cleaned up itself
     except ClusterUnavailable as e:
         pytest.skip(f"no SLURM cluster: {e}")
+    yield cluster
+    _stop_later(cm, "the SLURM cluster")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +82,7 @@ def _mlflow_server_starting():
             future.result()
         except BaseException:     # it did not start: nothing to stop
             return
-        cm.__exit__(None, None, None)
+    _stop_later(cm, "the MLflow server")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +106,10 @@ def ray_cluster(request):
     from tests.cluster.ray import RayUnavailable, start_ray
 
     _, head, worker, *_ = doc_commands("ray")
+    cm = start_ray(head, worker)
     try:
-        with start_ray(head, worker) as address:
-            yield address
+        address = cm.__enter__()   # on an error here the context manager has cleaned up itself
     except RayUnavailable as e:
         pytest.skip(f"no Ray cluster: {e}")
+    yield address
+    _stop_later(cm, "the Ray cluster")

@@ -8,7 +8,7 @@ it: Ray ends the tasks of a driver that is gone); then ``resume=true``.
 Asserted from the MLflow server alone (tests/cluster/ledger.py): after the resume each of the N
 grid points has exactly one FINISHED run, none is lost or duplicated and none is RUNNING; the
 resume's summary reruns exactly the points without a FINISHED run (done + skipped = N, skipped =
-the FINISHED count before it). The joblib launcher runs a grid in the same environment too.
+the FINISHED count before it), and only those are launched as Ray tasks. The joblib launcher runs a grid in the same environment too.
 """
 
 import os
@@ -81,7 +81,12 @@ def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsy
     rout, rerr = r.communicate(timeout=900)
     assert r.returncode == 0, rout[-3000:] + rerr[-3000:]
     resumed = L.counts_line(rout)
-    second = {"submitted": N, "finished": resumed["done"], "skipped": resumed["skipped"], "resumed": resumed["done"],
+    # the jobs the launcher ran: Hydra's run_job writes .hydra/config.yaml into each job's folder
+    # (on the worker node); a point skipped before launching has skipped.json alone
+    jobs = [d for d in (tmp_path / "resume").iterdir() if d.is_dir() and d.name.isdigit()]
+    launched = sum((d / ".hydra" / "config.yaml").exists() for d in jobs)
+    unfinished = N - (first["FINISHED"] - first["duplicated"])
+    second = {"submitted": launched, "finished": resumed["done"], "skipped": resumed["skipped"], "resumed": resumed["done"],
               "failed": resumed["failed"], **L.ledger(mlflow_server, exp, N), "rc": r.returncode,
               "wall_s": round(time.time() - t1, 1)}
     log = [L.table(f"Ray grid, {N} DES jobs (faults: {faults})",
@@ -98,6 +103,8 @@ def test_ray_grid_faults_then_resume(ray_cluster, mlflow_server, tmp_path, capsy
     assert second["FINISHED"] == N
     assert resumed["done"] + resumed["skipped"] == N and resumed["failed"] == 0
     assert resumed["skipped"] == first["FINISHED"] - first["duplicated"]
+    # the finished points were skipped before launching: Ray ran the others alone
+    assert len(jobs) == N and launched == unfinished == resumed["done"]
     # every job run of the resume is a child of its sweep's parent run (the jobs ran on the
     # worker node, not in the launching process: the sweep's settings reached them)
     rs = L.runs(mlflow_server, exp)

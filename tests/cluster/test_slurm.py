@@ -8,10 +8,12 @@ resume every grid point has exactly one FINISHED run (none lost, none duplicated
 RUNNING. The expected numbers follow from the grid itself: N points (``workload.prompt_len`` 128, 160, ...,
 each a distinct config hash), so N FINISHED runs, and the resume's summary reruns exactly the
 points without a FINISHED run before it (its ``done`` plus ``skipped`` is N, ``skipped`` equals
-the FINISHED count before the resume). The log of each phase is printed (``pytest -s``).
+the FINISHED count before the resume), as an array of that many tasks alone. The log of each
+phase is printed (``pytest -s``).
 """
 
 import importlib.util
+import re
 import time
 
 import pytest
@@ -25,7 +27,8 @@ pytestmark = pytest.mark.slow
 #: with resume=true, the plan search. The grid has 100 points (the issue's "100-job DES grid"),
 #: one SLURM array task each, two at a time (two CPUs, one per task). Each job is its own Python
 #: process, whose start-up (imports) is most of its cost: the DES run of 8 requests is a small
-#: part of it. The resume submits every point again, the finished ones only to skip.
+#: part of it. The resume submits only the points without a FINISHED run (the sweeper skips the
+#: others before submitting: hydra_plugins/simllm_sweeper/basic.py).
 PIP, GRID_CMD, RESUME_CMD, PLAN_CMD = L.doc_commands("slurm")
 N = L.grid_size(GRID_CMD)
 #: how long a phase of N jobs may take before the test gives up on it (a hang, not a speed
@@ -50,21 +53,40 @@ def _array_states(slurm):
     return {int(j.split("_")[1]): s for j, s in slurm.jobs() if "_" in j and "[" not in j}
 
 
-def _sacct(slurm, job_id: str) -> dict:
-    """Array tasks by final state, from sacct. A task cancelled while pending never leaves the
-    array's pending record, so sacct has no line of its own for it: those are counted as
-    cancelled too (``never_ran`` names them)."""
+def _sacct(slurm, job_id: str, submitted: int = N) -> dict:
+    """Array tasks by final state, from sacct, for an array of ``submitted`` tasks. A task
+    cancelled while pending never leaves the array's pending record, so sacct has no line of its
+    own for it: those are counted as cancelled too (``never_ran`` names them). ``accounted``:
+    the task indices sacct has a line for."""
     acc = {int(k.split("_")[1]): v for k, v in slurm.accounted().items()
            if k.startswith(f"{job_id}_") and "[" not in k}
     vals = list(acc.values())
-    never = sorted(set(range(N)) - set(acc))
-    return {"submitted": N, "finished": vals.count("COMPLETED"),
+    never = sorted(set(range(submitted)) - set(acc))
+    return {"submitted": submitted, "accounted": sorted(acc), "finished": vals.count("COMPLETED"),
             "failed": sum(v in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT") for v in vals),
             "cancelled": vals.count("CANCELLED") + len(never), "never_ran": never}
 
 
+def _settled(slurm, job_id: str, lines: int, timeout_s: float = 120) -> None:
+    """Wait (at most ``timeout_s``, then go on) until sacct has a final state for ``lines`` of the
+    array's tasks: slurmctld hands a task's end to slurmdbd some time after squeue stops listing
+    it, and a task that ended just before the queue drained could be missing from the count (a
+    grid task counted as never run, on a loaded machine)."""
+    def done():
+        acc = [v for k, v in slurm.accounted().items() if k.startswith(f"{job_id}_") and "[" not in k]
+        return len(acc) >= lines and not {"PENDING", "RUNNING", "COMPLETING"} & set(acc)
+
+    deadline = time.time() + timeout_s
+    while not done() and time.time() < deadline:
+        time.sleep(1)
+
+
 def _array_id(sweep) -> str:
-    ids = _wait(lambda: [p.name.split("_")[0] for p in (sweep / ".submitit").glob("*_*")],
+    """The SLURM array's job id, from submitit's folder of one of its tasks (``<array>_<task>``;
+    the folder also holds ``.submission_file_<hex>.sh``, which a bare ``*_*`` matched too, and an
+    array of a few tasks, as the resume's is, often listed it first)."""
+    ids = _wait(lambda: [m.group(1) for p in (sweep / ".submitit").glob("*")
+                         if (m := re.fullmatch(r"(\d+)_\d+", p.name))],
                 120, "the submitit array folder")
     return ids[0]
 
@@ -102,6 +124,7 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
         if p.poll() is None:
             p.kill()
     _wait(lambda: not slurm.jobs(), PHASE_TIMEOUT_S, "the queue to drain", step=1)   # the array outlives the launcher
+    _settled(slurm, array, N - 1)   # every task but the one cancelled while pending has a record
     first = {**_sacct(slurm, array), **L.ledger(mlflow_server, exp, N), "rc": p.returncode,
              "wall_s": round(time.time() - t0, 1)}
 
@@ -113,7 +136,10 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     resumed = L.counts_line(rout)
     array2 = _array_id(tmp_path / "resume")
     _wait(lambda: not slurm.jobs(), 120, "the queue to drain")
-    second = {**_sacct(slurm, array2), **L.ledger(mlflow_server, exp, N), "skipped": resumed["skipped"],
+    # the resume submits only the points without a FINISHED run: one array task each
+    unfinished = N - (first["FINISHED"] - first["duplicated"])
+    _settled(slurm, array2, unfinished)
+    second = {**_sacct(slurm, array2, unfinished), **L.ledger(mlflow_server, exp, N), "skipped": resumed["skipped"],
               "resumed": resumed["done"],
               "rc": r.returncode, "wall_s": round(time.time() - t1, 1)}
     log = [L.table(f"SLURM grid, {N} DES jobs (faults: {faults})",
@@ -140,7 +166,9 @@ def test_slurm_grid_faults_then_resume(slurm, mlflow_server, tmp_path, capsys):
     assert second["FINISHED"] == N
     assert resumed["done"] + resumed["skipped"] == N and resumed["failed"] == 0
     assert resumed["skipped"] == first["FINISHED"] - first["duplicated"]
-    assert second["submitted"] == N and second["finished"] == N
+    # the finished points were skipped before submitting: the array held the others alone
+    assert second["accounted"] == list(range(unfinished)) and second["finished"] == unfinished
+    assert resumed["done"] == unfinished
 
 
 def test_slurm_plan_search(slurm, mlflow_server, tmp_path, capsys):
