@@ -27,6 +27,16 @@ from engine.des.workload import apply_clients
 END, ARRIVE, PLAN, HANDOFF, EXPIRE, TICK, SEND = 0, 1, 2, 3, 4, 5, 6
 
 
+def api_server_rng(api_s: float, dist: str, seed: int):
+    """The generator the API server's time per request is drawn from (``framework.per_request_dist``
+    exponential: mean ``api_s``, sub-stream 13 of the engine seed), or None (fixed: every request
+    ``api_s``). The event loop and the live engine draw in the same order (requests in the order
+    they reach the server), so both serve a stream identically."""
+    if dist == "exponential" and api_s > 0:
+        return np.random.default_rng(np.random.SeedSequence([seed, 13]))
+    return None
+
+
 class Loop:
     """Runs the simulation over ``replicas`` for the requests in ``st``."""
 
@@ -62,11 +72,7 @@ class Loop:
         # client round trip: half on the way in (with the request overhead), half on the way out
         self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
-        # api_dist exponential: the API server's time per request drawn (sub-stream 13 of the seed)
-        self._api_rng = None
-        if api_dist == "exponential" and self.api_s > 0:
-            seed = self.des.seed if self.des is not None else 0
-            self._api_rng = np.random.default_rng(np.random.SeedSequence([seed, 13]))
+        self._api_rng = api_server_rng(self.api_s, api_dist, self.des.seed if self.des is not None else 0)
 
     def _push(self, t, prio, kind, rep=None, version=0):
         if kind == ARRIVE and self.api_s:
@@ -275,4 +281,4 @@ def kv_time_average(replicas) -> tuple[float, float]:
     return float(kv), float(sum(r.batch_area for r in replicas) / busy)
 
 
-__all__ = ["Loop", "kv_time_average", "END", "ARRIVE", "PLAN", "HANDOFF", "EXPIRE", "TICK"]
+__all__ = ["Loop", "api_server_rng", "kv_time_average", "END", "ARRIVE", "PLAN", "HANDOFF", "EXPIRE", "TICK"]
