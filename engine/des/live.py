@@ -43,7 +43,7 @@ import numpy as np
 
 from engine.des.assembly import assemble
 from engine.des.cluster import Router
-from engine.des.cluster.loop import api_server_rng
+from engine.des.cluster.loop import ApiServer
 from engine.des.config import DesSpec, deployment
 from engine.des.replica import DecodeRun, Replica
 from engine.des.workload import RequestStream
@@ -126,9 +126,9 @@ class LiveEngine:
         self.router = Router(des.cluster.router, self.replicas, st)
         self.overhead_s = specs.calibration.per_request_overhead_s
         # the framework's per-request time at one API server in arrival order, as the event loop
-        # serves it (engine.des.cluster.loop.Loop._through_api)
-        self.api_s, self._api_free = specs.framework.per_request_s, float("-inf")
-        self._api_rng = api_server_rng(self.api_s, specs.framework.per_request_dist, des.seed)
+        # serves it (engine.des.cluster.loop.ApiServer)
+        self.api_s = specs.framework.per_request_s
+        self._api = ApiServer(self.api_s, specs.framework.per_request_dist, des.seed)
         #: the longest request served (prompt + output tokens): the model's context length
         #: (``ModelSpec.context_length``) or one replica's KV cache, whichever is smaller
         self.kv_tokens = (blocks - int(des.kv.watermark * blocks)) * des.kv.block_size
@@ -187,8 +187,7 @@ class LiveEngine:
         self._seq += 1
         enter = t + self.overhead_s
         if self.api_s:
-            s = self.api_s if self._api_rng is None else self._api_rng.exponential(self.api_s)
-            enter = self._api_free = max(enter, self._api_free) + s
+            enter = self._api.leave(enter)
         heapq.heappush(self._pending, (enter, self._seq, rid))
         self.prompt_tokens += prompt
         return rid

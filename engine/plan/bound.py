@@ -207,7 +207,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
 def _api_capped(specs: Specs, e: Estimate) -> Estimate:
     """The estimate held to the API server's capacity: one FIFO server of the framework's
     per-request time s serves at most 1 / s requests per second (engine.des.cluster.loop
-    ``Loop._through_api``), whatever the engine behind it could take."""
+    ``ApiServer``), whatever the engine behind it could take."""
     s = specs.framework.per_request_s
     if s > 0 and e.rate_rps > 1.0 / s:
         return replace(e, rate_rps=1.0 / s, limit="api_server")

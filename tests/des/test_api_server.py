@@ -1,5 +1,5 @@
 """The framework's per-request host time as one API server serving requests in arrival order
-(engine.des.cluster.loop.Loop._through_api)."""
+(engine.des.cluster.loop.ApiServer, through which Loop._through_api passes each request)."""
 
 import numpy as np
 import pytest

@@ -195,7 +195,7 @@ def test_live_serves_what_the_des_simulates_with_prefix_caching_and_speculation(
 
 def test_live_api_server_queue_matches_simulate(base_specs):
     """With the framework's per-request time on (an API server serving requests one at a time,
-    engine.des.cluster.loop.Loop._through_api), the live engine queues submissions the same way:
+    engine.des.cluster.loop.ApiServer), the live engine queues submissions the same way:
     identical token times at a load where requests meet at the server (40 req/s, 20 ms each)."""
     from tests.fixtures import with_fields
 

@@ -27,14 +27,31 @@ from engine.des.workload import apply_clients
 END, ARRIVE, PLAN, HANDOFF, EXPIRE, TICK, SEND = 0, 1, 2, 3, 4, 5, 6
 
 
-def api_server_rng(api_s: float, dist: str, seed: int):
-    """The generator the API server's time per request is drawn from (``framework.per_request_dist``
-    exponential: mean ``api_s``, sub-stream 13 of the engine seed), or None (fixed: every request
-    ``api_s``). The event loop and the live engine draw in the same order (requests in the order
-    they reach the server), so both serve a stream identically."""
-    if dist == "exponential" and api_s > 0:
-        return np.random.default_rng(np.random.SeedSequence([seed, 13]))
-    return None
+class ApiServer:
+    """The framework's API server: one FIFO server of the requests on their way in (parse,
+    tokenise, hand off to the engine core, one request at a time on one Python thread: vLLM's
+    API server process, SGLang's TokenizerManager, trtllm-serve's front end). A request that
+    reaches it at t leaves it for the scheduler at
+        leave = max(t, leave of the request before) + s   [s]
+    s: ``api_s`` for every request (``framework.per_request_dist=fixed``), or drawn from the
+    exponential law of mean ``api_s`` (``exponential``: sub-stream 13 of the engine seed;
+    engine.spec.framework). Requests that come together (a benchmark client's burst, a closed
+    loop's wave of completions) leave one service time apart, not all at once: a burst's k-th
+    request leaves k api_s after it came on average under either law (the sum of k exponentials
+    has mean k api_s), but with varying times a wave's requests fall into different iterations
+    from round to round. The event loop and the live engine both serve requests through one, in
+    the order they reach it, so they draw the same times."""
+
+    def __init__(self, api_s: float, dist: str, seed: int):
+        self.api_s, self.free = float(api_s), float("-inf")
+        self.rng = (np.random.default_rng(np.random.SeedSequence([seed, 13]))
+                    if dist == "exponential" and self.api_s > 0 else None)
+
+    def leave(self, t: float) -> float:
+        """The time a request reaching the server at ``t`` leaves it [s]."""
+        s = self.api_s if self.rng is None else self.rng.exponential(self.api_s)
+        self.free = (t if t > self.free else self.free) + s
+        return self.free
 
 
 class Loop:
@@ -48,7 +65,7 @@ class Loop:
         self.st, self.replicas, self.router = st, replicas, router
         # the framework's per-request host time, served by one API server in arrival order
         # (``_through_api``); 0: requests reach the scheduler after ``request_overhead_s`` alone
-        self.api_s, self._api_free = float(api_s), float("-inf")
+        self.api_s = float(api_s)
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
         self.bucket = bucket            # (rate, size) or None
@@ -72,7 +89,7 @@ class Loop:
         # client round trip: half on the way in (with the request overhead), half on the way out
         self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
-        self._api_rng = api_server_rng(self.api_s, api_dist, self.des.seed if self.des is not None else 0)
+        self._api = ApiServer(self.api_s, api_dist, self.des.seed if self.des is not None else 0)
 
     def _push(self, t, prio, kind, rep=None, version=0):
         if kind == ARRIVE and self.api_s:
@@ -172,20 +189,9 @@ class Loop:
         return t
 
     def _through_api(self, rid, t):
-        """``rid`` reaches the API server at ``t`` and leaves it for the scheduler at
-            leave = max(t, leave of the request before) + s
-        (a FIFO single server: parse, tokenise, hand off to the engine core, one request at a
-        time on one Python thread: vLLM's API server process, SGLang's TokenizerManager,
-        trtllm-serve's front end). s is the server's time for this request [s]: api_s for every
-        request (``framework.per_request_dist=fixed``), or drawn from the exponential law of
-        mean api_s (``exponential``, engine.spec.framework). Requests that come together (a
-        benchmark client's burst, a closed loop's wave of completions) reach the scheduler one
-        service time apart, not all at once: a burst's k-th request leaves k api_s after it
-        came on average either way (the sum of k exponentials has mean k api_s), but with
-        varying times a wave's requests fall into different iterations from round to round."""
-        s = self.api_s if self._api_rng is None else self._api_rng.exponential(self.api_s)
-        self._api_free = (t if t > self._api_free else self._api_free) + s
-        self.heap_push_arrive(self._api_free, rid)
+        """``rid`` reaches the API server (``ApiServer``) at ``t``; it arrives at the scheduler
+        when the server lets it go."""
+        self.heap_push_arrive(self._api.leave(t), rid)
 
     def heap_push_arrive(self, t, rid):
         """An ARRIVE event at ``t`` that has already passed the API server."""
@@ -281,4 +287,4 @@ def kv_time_average(replicas) -> tuple[float, float]:
     return float(kv), float(sum(r.batch_area for r in replicas) / busy)
 
 
-__all__ = ["Loop", "api_server_rng", "kv_time_average", "END", "ARRIVE", "PLAN", "HANDOFF", "EXPIRE", "TICK"]
+__all__ = ["Loop", "ApiServer", "kv_time_average", "END", "ARRIVE", "PLAN", "HANDOFF", "EXPIRE", "TICK"]
