@@ -83,8 +83,10 @@ def tpot(sm, m: ModelSpec, B, S, N, pp, mb, q=1.0):
     t_pass = parallel.overlapped(roof, comm - hop, sm.overlap)
     hop_b = np.where(pp > 1, hop / np.maximum(pp - 1, 1), 0.0)
     # a decode step no captured CUDA graph holds launches its kernels eagerly (StepModel.launch_s)
-    cycle = (np.maximum(t_pass + pp * hop_b, mbs * t_pass * f)
-             + mbs * (sm.step_overhead_s + sm.launch_s(Bm, Bm)) + B * q * sm.per_token_overhead_s)
+    # the host's per-pass and per-token work adds to the cycle, or hides behind it under an
+    # overlap scheduler (StepModel.wall)
+    cycle = sm.wall(np.maximum(t_pass + pp * hop_b, mbs * t_pass * f) + mbs * sm.launch_s(Bm, Bm),
+                    mbs * sm.step_overhead_s + B * q * sm.per_token_overhead_s)
     if sm.frontend_s_per_token:     # the front end streams B q tokens per cycle at most this fast
         cycle = np.maximum(cycle, B * q * sm.frontend_s_per_token)
     return dict(tpot_s=cycle, roof_s=mbs * roof * f, compute_s=mbs * cmp * f,

@@ -57,8 +57,10 @@ def single_pass(sm, m: ModelSpec, B, S, pp, mb, per_request_s):
     t_pass = parallel.overlapped(roof, comm - hop, sm.overlap)
     t_s = t_pass * parallel.stage_share(m.num_layers, pp)
     hop_b = np.where(pp > 1, hop / np.maximum(pp - 1, 1), 0.0)
-    ttft = (t_pass + (mbs - 1) * t_s + (pp - 1) * hop_b + mbs * (sm.step_overhead_s + sm.eager_s)
-            + B * sm.per_token_overhead_s + B * S * sm.per_prefill_token_s + per_request_s)
+    # from an idle engine: host work and passes in series (StepModel.serial)
+    ttft = sm.serial(t_pass + (mbs - 1) * t_s + (pp - 1) * hop_b + mbs * sm.eager_s,
+                     mbs * sm.step_overhead_s + B * sm.per_token_overhead_s
+                     + B * S * sm.per_prefill_token_s, mbs) + per_request_s
     return dict(ttft_s=ttft, compute_s=mbs * cmp, memory_s=mbs * mem, comm_s=mbs * comm,
                 passes=mbs, roof_s=mbs * roof * parallel.stage_share(m.num_layers, pp))
 
@@ -103,9 +105,9 @@ def chunked(sm, m: ModelSpec, B, S, C, pp, per_request_s):
     t_last = parallel.overlapped(roof_l, comm_l - hop_l, sm.overlap)
     hop_b = np.where(pp > 1, hop_l / np.maximum(pp - 1, 1), 0.0)
     f = parallel.stage_share(m.num_layers, pp)
-    ttft = (Bn * (t_body + t_last) * f + (1 - f) * t_last + (pp - 1) * hop_b
-            + Bn * n * (sm.step_overhead_s + sm.eager_s) + Bn * sm.per_token_overhead_s
-            + Bn * S * sm.per_prefill_token_s + per_request_s)
+    ttft = sm.serial(Bn * (t_body + t_last) * f + (1 - f) * t_last + (pp - 1) * hop_b + Bn * n * sm.eager_s,
+                     Bn * n * sm.step_overhead_s + Bn * sm.per_token_overhead_s
+                     + Bn * S * sm.per_prefill_token_s, Bn * n) + per_request_s
     return dict(ttft_s=ttft, compute_s=Bn * (body_c + c_l), memory_s=Bn * (body_m + m_l),
                 comm_s=Bn * (nb * sm.comm_s(T) + comm_l), passes=Bn * n,
                 roof_s=Bn * (body + roof_l) * f)

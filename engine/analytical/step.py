@@ -16,17 +16,20 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     dense     compute 2 (P_tok - P_exp) T + 2 P_head n        memory  dense weights + act T
     experts   compute 2 P_exp T                               memory  expert weights x E[touched]/E
     attention compute pair FLOPs x P                          memory  KV bytes x (R + T)
-    time = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
-           + step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token
-           + eager [the pass is not replayed from a CUDA graph] (``launch_s``)
+    device = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
+             + eager [the pass is not replayed from a CUDA graph] (``launch_s``)
+    host   = step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token (``host_s``)
+    time   = device + host for a synchronous loop, max(device, host) for an overlap scheduler
+             (framework.schedule_ahead = 1; ``wall``, ``cold``, ``serial``)
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
 per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
 per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
-decoding sequence's); host work the GPU waits for, so it adds to the pass. An eager pass (one
+decoding sequence's); host work the GPU waits for in a synchronous loop, so it adds to the pass,
+and runs beside the GPU's previous pass under an overlap scheduler. An eager pass (one
 with prompt tokens, a decode batch no captured CUDA graph holds, or any pass where none are
 captured) has its kernels launched one by one by the host: eager = num_layers x the profile's
-eager_layer_overhead, added like the other host terms (the eager prompt pass synchronises with
+eager_layer_overhead, part of the device time, never hidden (the eager prompt pass synchronises with
 the host as it goes - attention metadata, per-layer collectives - so its launches do not hide
 behind the GPU; measured closed-loop serving shows the cost once per iteration with prompt
 tokens, whatever its prompt length). The front end's
@@ -107,6 +110,8 @@ class StepModel:
                                         # framework eager_layer_overhead [s] (``launch_s``)
     frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s (detokenise/stream ceiling;
                                         # not in pass_time: engine.des.frontend, analytical decode)
+    host_overlap: bool = False          # framework.schedule_ahead = 1 (an overlap scheduler): the host
+                                        # terms of a pass run while the GPU runs the pass before (``wall``)
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -257,6 +262,51 @@ class StepModel:
                 return 0.0 if self.graphed(T, Bd) else float(es)
         return np.where(self.graphed(T, Bd), 0.0, es)
 
+    def host_s(self, n, Tp):
+        """Host seconds of one pass's scheduling and bookkeeping [s]: step_overhead_s
+        + n per_token_overhead_s + Tp per_prefill_token_s (n sequences emitting a token, Tp
+        prompt tokens); the eager launches (``launch_s``) are not in it: they drive the GPU."""
+        return self.step_overhead_s + self.per_token_overhead_s * n + self.per_prefill_token_s * Tp
+
+    def wall(self, device_s, host_s):
+        """Seconds from one pass's start to the next's for a pass of ``device_s`` on the GPU
+        (roof, exposed comm and eager launches) and ``host_s`` of host work (``host_s``) [s].
+
+        A synchronous loop (``host_overlap`` False: vLLM V0, V1 without async scheduling,
+        TensorRT-LLM's C++ executor, SGLang < 0.4) schedules a pass, runs it and processes its
+        output one after another: device + host. An overlap scheduler (``schedule_ahead`` = 1:
+        SGLang's ``event_loop_overlap``, TensorRT-LLM's ``_executor_loop_overlap``, vLLM V1's
+        ``step_with_batch_queue``; engine.des.ahead) builds and launches pass k + 1 and processes
+        pass k - 1's output while pass k is on the GPU, so back-to-back passes start
+        max(device, host) apart: the GPU time hides the host work until the host is the longer
+        (the high-batch floor that does not fall with TP). Approximation: a pass's host work hides
+        behind its own device time rather than its predecessor's (equal in a steady state; the
+        pass after an idle engine pays the host work in full: ``cold``)."""
+        if self.host_overlap:
+            return np.maximum(device_s, host_s)
+        return device_s + host_s
+
+    def cold(self, device_s, host_s):
+        """Seconds a pass takes beyond ``wall`` when an idle engine starts it: with an overlap
+        scheduler, nothing ran before it to hide its host work behind, so it pays device + host:
+        min(device, host) more; a synchronous loop already pays both (0) [s]."""
+        if self.host_overlap:
+            return np.minimum(device_s, host_s)
+        return 0.0 * device_s
+
+    def serial(self, device_s, host_s, passes):
+        """Seconds of ``passes`` back-to-back passes of ``device_s`` GPU and ``host_s`` host
+        seconds in all, started by an idle engine (a prompt's prefill passes at light load) [s]:
+        device + host for a synchronous loop; with an overlap scheduler the first pass's host
+        work is exposed, each later pass's host work hides behind the pass before it and the last
+        pass's device time ends it: h + max(D - d, H - h) + d with d = D / passes, h = H / passes
+        (passes of equal parts; exact for one pass)."""
+        if not self.host_overlap:
+            return device_s + host_s
+        n = np.maximum(np.asarray(passes, dtype=float), 1.0)
+        d, h = device_s / n, host_s / n
+        return h + np.maximum(device_s - d, host_s - h) + d
+
     def pass_time(self, T, n, LPp, LRp, LPd, Bd):
         """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
         (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
@@ -269,19 +319,31 @@ class StepModel:
         max(compute, memory) before the communication and the host costs are added - the
         roofline-busy part the DES's power model charges (engine.des.features.power). One
         evaluation of the operators gives both."""
+        t, roof, _ = self.pass_parts(T, n, LPp, LRp, LPd, Bd)
+        return t, roof
+
+    def pass_parts(self, T, n, LPp, LRp, LPd, Bd):
+        """(``pass_time`` [s], its roof [s], its ``cold`` extra [s]): the device time is
+        overlapped(roof, comm) + eager launches, the host time ``host_s``, and the pass time
+        their ``wall``."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)
         roof = self.roof(ops)
-        t = (parallel.overlapped(roof, self.comm_s(Tg), self.overlap)
-             + self.step_overhead_s + self.per_token_overhead_s * n
-             + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd))
-        return t, roof
+        ov = parallel.overlapped(roof, self.comm_s(Tg), self.overlap)
+        if self.host_overlap:
+            dev = ov + self.launch_s(T, Bd)
+            host = self.host_s(n, T - Bd)
+            return np.maximum(dev, host), roof, np.minimum(dev, host)
+        # synchronous: device + host (``wall``), summed in this order
+        return (ov + self.step_overhead_s + self.per_token_overhead_s * n
+                + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd)), roof, 0.0
 
     def breakdown(self, T, n, LPp, LRp, LPd, Bd) -> dict:
         """Seconds of a pass by operator class (``pass_time``'s terms): dense (matmuls, LM head,
         element-wise), attention, experts, comm (what the overlap leaves exposed) and overhead
-        (step + per token + per prompt token + eager launches); they sum to ``pass_time``. Roofline "pass" granularity splits its
+        (the host terms the device time does not hide, ``wall``, + eager launches); they sum to
+        ``pass_time``. Roofline "pass" granularity splits its
         single roof in proportion to each operator's max(compute, memory)."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         ops = self.operators(T, n, *att)
@@ -289,11 +351,12 @@ class StepModel:
         roof = self.roof(ops)
         scale = roof / max(float(sum(each)), 1e-30)
         comm = self.comm_s(T)
-        exposed = parallel.overlapped(roof, comm, self.overlap) - roof
+        dev = parallel.overlapped(roof, comm, self.overlap)
+        exposed = dev - roof
+        dev = dev + self.launch_s(T, Bd)
         return dict(dense=float(each[0] * scale), experts=float(each[1] * scale),
                     attention=float(each[2] * scale), comm=float(exposed),
-                    overhead=float(self.step_overhead_s + self.per_token_overhead_s * n
-                                   + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd)))
+                    overhead=float(self.wall(dev, self.host_s(n, T - Bd)) - dev + self.launch_s(T, Bd)))
 
     def decode_positions(self, Bd, C):
         """LPd: layer-positions of Bd decode sequences attending C positions in all, summed over
@@ -375,6 +438,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         captured=tuple(sorted(float(x) for x in fw.cuda_graph_sizes)),
         padded=bool(fw.cuda_graph_padding),
         frontend_s_per_token=1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0,
+        host_overlap=bool(getattr(fw, "schedule_ahead", 0)),
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,
         comm_alt_latency_s=alt0,

@@ -48,14 +48,14 @@ def probe_line(f, batch: float):
 def step_functions(sm: StepModel, noise: Noise | None):
     """(one-iteration time, decode-run times) from the step model, with the noise hook. The
     one-iteration function carries ``.roof``: the same iteration's roofline-busy seconds
-    (``StepModel.pass_and_roof``, before noise), read from the same memo, so an iteration priced
+    (``StepModel.pass_parts``, before noise), and ``.cold``, read from the same memo, so an iteration priced
     for its time and for its energy (engine.des.features.power) evaluates its operators once."""
-    pass_and_roof, chunk_positions, decode_positions = sm.pass_and_roof, sm.chunk_positions, sm.decode_positions
+    pass_parts, chunk_positions, decode_positions = sm.pass_parts, sm.chunk_positions, sm.decode_positions
     lines: dict = {}
     memo: dict = {}   # StepModel.pass_and_roof is pure: repeated batch compositions (same prompt lengths) hit
 
     def price(key, T, n, chunks, nd, dctx):
-        """(time, roof) of one iteration, memoised under ``key``."""
+        """(time, roof, cold extra) of one iteration, memoised under ``key``."""
         if len(memo) > 1_000_000:
             memo.clear()
         LPp = LRp = 0.0
@@ -63,8 +63,8 @@ def step_functions(sm: StepModel, noise: Noise | None):
             p, r = chunk_positions(c, k)
             LPp += p
             LRp += r
-        x, b = pass_and_roof(float(T), float(n), LPp, LRp, decode_positions(nd, float(dctx)), float(nd))
-        v = memo[key] = (float(x), float(b))
+        x, b, c = pass_parts(float(T), float(n), LPp, LRp, decode_positions(nd, float(dctx)), float(nd))
+        v = memo[key] = (float(x), float(b), float(c))
         return v
 
     def one(T, n, chunks, nd, dctx):
@@ -87,7 +87,18 @@ def step_functions(sm: StepModel, noise: Noise | None):
             v = price(key, T, n, chunks, nd, dctx)
         return v[1]
 
+    def cold(T, n, chunks, nd, dctx):
+        """The seconds the iteration ``one`` prices takes beyond its price when an idle engine
+        starts it (``StepModel.cold``: an overlap scheduler's host work with nothing to hide
+        behind; 0 for a synchronous loop), before noise."""
+        key = (T, n, chunks, nd, dctx)
+        v = memo.get(key)
+        if v is None:
+            v = price(key, T, n, chunks, nd, dctx)
+        return v[2]
+
     one.roof = roof
+    one.cold = cold
 
     def run(B, p0, k):
         """Times of k decode steps of B sequences attending p0 + B j positions in all."""

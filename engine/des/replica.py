@@ -211,6 +211,8 @@ class Replica(Queue, Admission, Departures):
         pieces = tuple(pieces)
         emit = self.decoding.mixed_emit(self, didx) if nd else None
         dt, busy = self.decoding.mixed_price(self, T, logits, pieces, nd, pd, emit)
+        if self.ahead and t != self.t_end:     # an idle engine starts it: host work exposed
+            dt += self.step_time.cold(T, logits, pieces, nd, pd)
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd
         dt, energy, pstate = self.power.price_one(t, dt, busy)

@@ -132,3 +132,50 @@ def test_engines_charge_eager_launches_alike(padded):
     assert a1["ttft_ms_p50"] - a0["ttft_ms_p50"] == pytest.approx(1.6, rel=1e-6)
     assert a1["tpot_ms_p50"] == pytest.approx(a0["tpot_ms_p50"], rel=1e-12)
     assert a1["tpot_ms_p50"] == pytest.approx(d1["tpot_ms"].to_list()[0], rel=1e-9)
+
+
+def test_overlap_scheduler_runs_host_work_beside_the_gpu(padded):
+    # The same profile twice: a synchronous loop and an overlap scheduler (schedule_ahead 1), with
+    # host costs of 1 ms per pass and 0.1 ms per emitted token on top of the calibration's 100 us
+    # and 10 us. By the definition (StepModel.wall): synchronous pass = device + host, overlapped
+    # pass = max(device, host), host = StepModel.host_s (step overhead + n per-token overhead +
+    # prompt tokens x per-prompt-token overhead); so device = synchronous pass - host.
+    fw = replace(padded.framework, cuda_graph_padding=False, step_overhead_s=1e-3,
+                 per_output_token_s=1e-4)
+    sync = StepModel.from_specs(replace(padded, framework=fw))
+    ovl = StepModel.from_specs(replace(padded, framework=replace(fw, schedule_ahead=1)))
+    assert not sync.host_overlap and ovl.host_overlap
+    host3 = 100e-6 + 1e-3 + 3 * (10e-6 + 1e-4)
+    assert float(ovl.host_s(3.0, 0.0)) == pytest.approx(host3, rel=1e-12)
+    kw = dict(decode_seqs=3.0, decode_ctx=3000.0)
+    dev = float(sync.time(3.0, 3.0, **kw)) - host3
+    assert dev > host3          # a decode step of 3 on TP2 (~5 ms) hides 1.43 ms of host work
+    assert float(ovl.time(3.0, 3.0, **kw)) == pytest.approx(dev, rel=1e-9)
+    # 400 sequences at short context: 400 x 0.11 ms = 44 ms of host work outlasts the GPU's pass
+    host400 = 100e-6 + 1e-3 + 400 * (10e-6 + 1e-4)
+    big = dict(decode_seqs=400.0, decode_ctx=400 * 16.0)
+    assert float(sync.time(400.0, 400.0, **big)) - host400 < host400
+    assert float(ovl.time(400.0, 400.0, **big)) == pytest.approx(host400, rel=1e-12)
+    # an idle engine's first pass pays both (StepModel.cold): the analytical TTFT of a static
+    # batch (one prompt pass from idle) is the synchronous one; its decode steps hide the host work
+    static = WorkloadSpec(prompt_len=512, output_len=64, batch_size=3)
+    a_s = analytical_run(replace(padded, framework=fw, workload=static)).summary
+    a_o = analytical_run(replace(padded, framework=replace(fw, schedule_ahead=1), workload=static)).summary
+    assert a_o["ttft_ms_p50"] == pytest.approx(a_s["ttft_ms_p50"], rel=1e-9)
+    assert a_o["tpot_ms_p50"] == pytest.approx(a_s["tpot_ms_p50"] - host3 * 1e3, rel=1e-9)
+
+
+def test_engines_overlap_host_work_alike(padded):
+    # 3 users, fixed 512/64, arriving together at an idle engine (no API-server time): the DES's
+    # prompt pass starts the idle engine (device + host: the analytical TTFT) and its 63 decode
+    # steps of 3 cost max(device, host) = device each, as the analytical decode cycle does
+    fw = replace(padded.framework, cuda_graph_padding=False, step_overhead_s=1e-3,
+                 per_output_token_s=1e-4, schedule_ahead=1)
+    s = replace(padded, framework=fw, calibration=replace(padded.calibration, per_request_overhead_s=0.0))
+    wl = WorkloadSpec(prompt_len=512, output_len=64, arrival="batch", num_requests=3)
+    des = simulate(replace(s, workload=wl),
+                   DesSpec(scheduling=dict(max_num_batched_tokens=8192, max_num_seqs=256))).result.table
+    ana = analytical_run(replace(s, workload=WorkloadSpec(prompt_len=512, output_len=64,
+                                                          batch_size=3))).summary
+    assert des["ttft_ms"].to_list() == pytest.approx([ana["ttft_ms_p50"]] * 3, rel=1e-9)
+    assert des["tpot_ms"].to_list() == pytest.approx([ana["tpot_ms_p50"]] * 3, rel=1e-9)

@@ -36,8 +36,8 @@ def spec_pass(sm: StepModel, T, n, LPp, LRp, LPd, Bd, q):
     att_c, _ = sm.attention(LPp, LRp, T - Bd, q * LPd, Bd, Tq)
     _, att_m = sm.attention(LPp, LRp, T - Bd, LPd, Bd, Tq)
     roof = sm.roof(sm.operators(Tq, nq, att_c, att_m))
-    t = (parallel.overlapped(roof, sm.comm_s(Tq), sm.overlap) + sm.step_overhead_s
-         + sm.per_token_overhead_s * nq + sm.per_prefill_token_s * (T - Bd) + sm.launch_s(T, Bd))
+    t = sm.wall(parallel.overlapped(roof, sm.comm_s(Tq), sm.overlap) + sm.launch_s(T, Bd),
+                sm.host_s(nq, T - Bd))
     if sm.frontend_s_per_token:
         t = np.maximum(t, nq * sm.frontend_s_per_token)
     return t, roof
