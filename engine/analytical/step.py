@@ -19,14 +19,15 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
     device = overlapped(sum of the operators' max(compute, memory), comm(T), overlap)
              + eager [the pass is not replayed from a CUDA graph] (``launch_s``)
     host   = step_overhead + n * per_token_overhead + (T - Bd) * per_prefill_token (``host_s``)
-    time   = device + host for a synchronous loop, max(device, host) for an overlap scheduler
-             (framework.schedule_ahead = 1; ``wall``, ``cold``, ``serial``)
+    time   = (1 - f) host + max(device, f host): f = framework.host_overlap, the part of the host
+             work an overlap scheduler runs beside the GPU (0: device + host, a synchronous loop;
+             1: max(device, host); ``wall``, ``cold``, ``serial``)
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
 per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
 per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
 decoding sequence's); host work the GPU waits for in a synchronous loop, so it adds to the pass,
-and runs beside the GPU's previous pass under an overlap scheduler. An eager pass (one
+and runs beside the GPU's pass under an overlap scheduler (the fraction host_overlap of it). An eager pass (one
 with prompt tokens, a decode batch no captured CUDA graph holds, or any pass where none are
 captured) has its kernels launched one by one by the host: eager = num_layers x the profile's
 eager_layer_overhead, part of the device time, never hidden (the eager prompt pass synchronises with
@@ -110,8 +111,8 @@ class StepModel:
                                         # framework eager_layer_overhead [s] (``launch_s``)
     frontend_s_per_token: Any = 0.0     # 1 / framework.frontend_tok_s (detokenise/stream ceiling;
                                         # not in pass_time: engine.des.frontend, analytical decode)
-    host_overlap: bool = False          # framework.schedule_ahead = 1 (an overlap scheduler): the host
-                                        # terms of a pass run while the GPU runs the pass before (``wall``)
+    host_overlap: Any = 0.0             # framework.host_overlap: the fraction f of the host terms that
+                                        # runs beside the GPU's pass (an overlap scheduler, ``wall``)
 
     @classmethod
     def from_specs(cls, specs: Specs) -> "StepModel":
@@ -270,42 +271,48 @@ class StepModel:
 
     def wall(self, device_s, host_s):
         """Seconds from one pass's start to the next's for a pass of ``device_s`` on the GPU
-        (roof, exposed comm and eager launches) and ``host_s`` of host work (``host_s``) [s].
+        (roof, exposed comm and eager launches) and ``host_s`` of host work (``host_s``) [s]:
+        (1 - f) host + max(device, f host), f = ``host_overlap``.
 
-        A synchronous loop (``host_overlap`` False: vLLM V0, V1 without async scheduling,
-        TensorRT-LLM's C++ executor, SGLang < 0.4) schedules a pass, runs it and processes its
-        output one after another: device + host. An overlap scheduler (``schedule_ahead`` = 1:
-        SGLang's ``event_loop_overlap``, TensorRT-LLM's ``_executor_loop_overlap``, vLLM V1's
-        ``step_with_batch_queue``; engine.des.ahead) builds and launches pass k + 1 and processes
-        pass k - 1's output while pass k is on the GPU, so back-to-back passes start
-        max(device, host) apart: the GPU time hides the host work until the host is the longer
-        (the high-batch floor that does not fall with TP). Approximation: a pass's host work hides
-        behind its own device time rather than its predecessor's (equal in a steady state; the
-        pass after an idle engine pays the host work in full: ``cold``)."""
-        if self.host_overlap:
-            return np.maximum(device_s, host_s)
-        return device_s + host_s
+        A synchronous loop (f = 0: vLLM V0, V1 without async scheduling, TensorRT-LLM's C++
+        executor, SGLang < 0.4) schedules a pass, runs it and processes its output one after
+        another: device + host. An overlap scheduler (SGLang's ``event_loop_overlap``,
+        TensorRT-LLM's ``_executor_loop_overlap``, vLLM V1's ``step_with_batch_queue``; they
+        schedule ahead, engine.des.ahead) builds and launches pass k + 1 and processes pass
+        k - 1's output while pass k is on the GPU; the part f of the host work that does so hides
+        behind the GPU until it is the longer (a high-batch floor that does not fall with TP),
+        the rest (waits on the previous pass's sampled tokens, work holding the interpreter)
+        still runs between passes. f = 1 gives max(device, host). Approximation: a pass's host
+        work hides behind its own device time rather than its predecessor's (equal in a steady
+        state; the pass after an idle engine pays all of it: ``cold``)."""
+        f = self.host_overlap
+        if not np.any(f):
+            return device_s + host_s
+        return (1.0 - f) * host_s + np.maximum(device_s, f * host_s)
 
     def cold(self, device_s, host_s):
-        """Seconds a pass takes beyond ``wall`` when an idle engine starts it: with an overlap
-        scheduler, nothing ran before it to hide its host work behind, so it pays device + host:
-        min(device, host) more; a synchronous loop already pays both (0) [s]."""
-        if self.host_overlap:
-            return np.minimum(device_s, host_s)
-        return 0.0 * device_s
+        """Seconds a pass takes beyond ``wall`` when an idle engine starts it: nothing ran before
+        it to hide its host work behind, so it pays device + host, min(device, f host) more
+        (f = ``host_overlap``; 0 for a synchronous loop) [s]."""
+        f = self.host_overlap
+        if not np.any(f):
+            return 0.0 * device_s
+        return np.minimum(device_s, f * host_s)
 
     def serial(self, device_s, host_s, passes):
         """Seconds of ``passes`` back-to-back passes of ``device_s`` GPU and ``host_s`` host
         seconds in all, started by an idle engine (a prompt's prefill passes at light load) [s]:
-        device + host for a synchronous loop; with an overlap scheduler the first pass's host
-        work is exposed, each later pass's host work hides behind the pass before it and the last
-        pass's device time ends it: h + max(D - d, H - h) + d with d = D / passes, h = H / passes
-        (passes of equal parts; exact for one pass)."""
-        if not self.host_overlap:
+        device + host for a synchronous loop; with overlap f the serial part (1 - f) H adds, the
+        first pass's overlapped host work is exposed, each later pass's hides behind the pass
+        before it and the last pass's device time ends it: (1 - f) H + h + max(D - d, f H - h) + d
+        with d = D / passes, h = f H / passes (passes of equal parts; one pass: D + H)."""
+        f = self.host_overlap
+        if not np.any(f):
             return device_s + host_s
         n = np.maximum(np.asarray(passes, dtype=float), 1.0)
-        d, h = device_s / n, host_s / n
-        return h + np.maximum(device_s - d, host_s - h) + d
+        hf = f * host_s
+        d, h = device_s / n, hf / n
+        return (1.0 - f) * host_s + h + np.maximum(device_s - d, hf - h) + d
 
     def pass_time(self, T, n, LPp, LRp, LPd, Bd):
         """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
@@ -334,7 +341,7 @@ class StepModel:
         if self.host_overlap:
             dev = ov + self.launch_s(T, Bd)
             host = self.host_s(n, T - Bd)
-            return np.maximum(dev, host), roof, np.minimum(dev, host)
+            return self.wall(dev, host), roof, self.cold(dev, host)
         # synchronous: device + host (``wall``), summed in this order
         return (ov + self.step_overhead_s + self.per_token_overhead_s * n
                 + self.per_prefill_token_s * (T - Bd) + self.launch_s(T, Bd)), roof, 0.0
@@ -438,7 +445,7 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         captured=tuple(sorted(float(x) for x in fw.cuda_graph_sizes)),
         padded=bool(fw.cuda_graph_padding),
         frontend_s_per_token=1.0 / fw.frontend_tok_s if fw.frontend_tok_s else 0.0,
-        host_overlap=bool(getattr(fw, "schedule_ahead", 0)),
+        host_overlap=float(getattr(fw, "host_overlap", 0.0) or 0.0),
         expert_flops_per_token=expert_tok / peak,
         decode_flops_per_pair=L * attention.pair_flops_per_layer(m, "decode") / peak,
         comm_alt_latency_s=alt0,

@@ -107,6 +107,8 @@ class Replica(Queue, Admission, Departures):
         self.t_plan = 0.0             # time of the plan in progress (stamps preemption decisions)
         # scheduling ahead (engine.des.ahead): iterations fixed before the one running ends
         self.ahead = int(getattr(spec.framework, "schedule_ahead", 0) or 0)
+        # host work beside the GPU (StepModel.wall): an iteration an idle engine starts pays it
+        self.host_overlap = float(getattr(spec.framework, "host_overlap", 0.0) or 0.0)
         self.t_end = self.t_last_start = self.t_newest = -np.inf
         self.newest_rid = -1
         # the front end as a queue every emitted token passes (engine.des.frontend); None: off
@@ -211,7 +213,7 @@ class Replica(Queue, Admission, Departures):
         pieces = tuple(pieces)
         emit = self.decoding.mixed_emit(self, didx) if nd else None
         dt, busy = self.decoding.mixed_price(self, T, logits, pieces, nd, pd, emit)
-        if self.ahead and t != self.t_end:     # an idle engine starts it: host work exposed
+        if self.host_overlap and t != self.t_end:     # an idle engine starts it: host work exposed
             dt += self.step_time.cold(T, logits, pieces, nd, pd)
         dt += self.kv.take_pending()
         self.st.prefill_tokens += T - nd

@@ -135,6 +135,12 @@ class FrameworkSpec:
     #:     k + 1 + schedule_ahead (k + 1: a synchronous loop); an idle engine takes it at once;
     #:     0 or 1.
     schedule_ahead: int = 0
+    #: host_overlap: the fraction of a pass's host work (scheduling, input preparation, output
+    #:     processing: step, per-token and per-prompt-token overheads) that runs beside the GPU's
+    #:     pass under an overlap scheduler instead of before it (engine.analytical.step
+    #:     ``StepModel.wall``): 0 = all of it serial (a synchronous loop; the default), 1 = all
+    #:     beside the GPU (a pass costs max(device, host)); > 0 needs schedule_ahead = 1.
+    host_overlap: float = 0.0
     allreduce: str = "analytical"
     kernel_tables: str = "none"
     sources: tuple = param((), config_type=List[str])
@@ -211,6 +217,10 @@ class FrameworkSpec:
         if self.schedule_ahead not in (0, 1) or isinstance(self.schedule_ahead, bool):
             raise SpecError(f"{g}.schedule_ahead", self.schedule_ahead,
                             "0 (synchronous loop) or 1 (one iteration scheduled ahead)")
+        if not 0 <= self.host_overlap <= 1 or (self.host_overlap and not self.schedule_ahead):
+            raise SpecError(f"{g}.host_overlap", self.host_overlap,
+                            "a fraction in [0, 1]; above 0 only with schedule_ahead = 1 (host work "
+                            "runs beside the GPU only when the engine schedules ahead)")
         need = scheduler_traits(self.scheduler).chunked_prefill
         if need is not None and self.chunked_prefill != need:
             raise SpecError(f"{g}.chunked_prefill", self.chunked_prefill,

@@ -27,6 +27,24 @@ def test_fit_space_one_step_overhead_per_framework_with_rows():
     assert set(validate.FIT_PARAMS) <= set(space)
 
 
+def test_host_overlap_is_fitted_only_where_the_engine_schedules_ahead(tmp_path):
+    # 20 rows each (enough for every host term): only the profile that schedules ahead gets
+    # host_overlap (a synchronous loop has no host work beside the GPU to size); the fitted
+    # fraction is written as a plain number, the times in us
+    use = [_case("trtllm")] * 20 + [_case("vllm_v1")] * 20
+    space = validate.fit_space(use, ahead={"trtllm"})
+    assert "framework.trtllm.host_overlap" in space and "framework.vllm_v1.host_overlap" not in space
+    assert "framework.vllm_v1.per_output_token_s" in space
+    (tmp_path / "framework").mkdir()
+    shutil.copy(ROOT / "conf" / "framework" / "trtllm.yaml", tmp_path / "framework" / "trtllm.yaml")
+    validate.write_framework_steps(tmp_path, {"framework.trtllm.host_overlap": 0.625,
+                                              "framework.trtllm.step_overhead_s": 0.0025},
+                                   "rows.csv", use, {"framework.trtllm.host_overlap": (0.5, 0.75)})
+    y = OmegaConf.load(tmp_path / "framework" / "trtllm.yaml")
+    assert y.host_overlap == 0.625 and y.step_overhead == "2.5e+03 us"
+    assert "host_overlap: 0.625   # fitted (95 % 0.5-0.75)" in (tmp_path / "framework" / "trtllm.yaml").read_text()
+
+
 def test_fit_writes_a_relative_calibration_and_the_profiles_steps(tmp_path, capsys):
     require_shared("traces", validate.SHAREGPT_TRACE)   # skips, naming the file, without ../shared
     conf = tmp_path / "conf"

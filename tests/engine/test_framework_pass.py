@@ -135,16 +135,17 @@ def test_engines_charge_eager_launches_alike(padded):
 
 
 def test_overlap_scheduler_runs_host_work_beside_the_gpu(padded):
-    # The same profile twice: a synchronous loop and an overlap scheduler (schedule_ahead 1), with
-    # host costs of 1 ms per pass and 0.1 ms per emitted token on top of the calibration's 100 us
-    # and 10 us. By the definition (StepModel.wall): synchronous pass = device + host, overlapped
-    # pass = max(device, host), host = StepModel.host_s (step overhead + n per-token overhead +
-    # prompt tokens x per-prompt-token overhead); so device = synchronous pass - host.
+    # The same profile twice: a synchronous loop and an overlap scheduler running all its host
+    # work beside the GPU (schedule_ahead 1, host_overlap 1), with host costs of 1 ms per pass and
+    # 0.1 ms per emitted token on top of the calibration's 100 us and 10 us. By the definition
+    # (StepModel.wall): synchronous pass = device + host, fully overlapped pass = max(device,
+    # host), host = StepModel.host_s (step overhead + n per-token overhead + prompt tokens x
+    # per-prompt-token overhead); so device = synchronous pass - host.
     fw = replace(padded.framework, cuda_graph_padding=False, step_overhead_s=1e-3,
                  per_output_token_s=1e-4)
     sync = StepModel.from_specs(replace(padded, framework=fw))
-    ovl = StepModel.from_specs(replace(padded, framework=replace(fw, schedule_ahead=1)))
-    assert not sync.host_overlap and ovl.host_overlap
+    ovl = StepModel.from_specs(replace(padded, framework=replace(fw, schedule_ahead=1, host_overlap=1.0)))
+    assert sync.host_overlap == 0.0 and ovl.host_overlap == 1.0
     host3 = 100e-6 + 1e-3 + 3 * (10e-6 + 1e-4)
     assert float(ovl.host_s(3.0, 0.0)) == pytest.approx(host3, rel=1e-12)
     kw = dict(decode_seqs=3.0, decode_ctx=3000.0)
@@ -160,9 +161,28 @@ def test_overlap_scheduler_runs_host_work_beside_the_gpu(padded):
     # batch (one prompt pass from idle) is the synchronous one; its decode steps hide the host work
     static = WorkloadSpec(prompt_len=512, output_len=64, batch_size=3)
     a_s = analytical_run(replace(padded, framework=fw, workload=static)).summary
-    a_o = analytical_run(replace(padded, framework=replace(fw, schedule_ahead=1), workload=static)).summary
+    a_o = analytical_run(replace(padded, framework=replace(fw, schedule_ahead=1, host_overlap=1.0),
+                                 workload=static)).summary
     assert a_o["ttft_ms_p50"] == pytest.approx(a_s["ttft_ms_p50"], rel=1e-9)
     assert a_o["tpot_ms_p50"] == pytest.approx(a_s["tpot_ms_p50"] - host3 * 1e3, rel=1e-9)
+    # a quarter of it beside the GPU: (1 - f) host + max(device, f host) = device + 0.75 host
+    # for the decode of 3 (device > host/4); for the 400, whichever of device and f host is the
+    # longer - each from the definition with the device times derived as above
+    qtr = StepModel.from_specs(replace(padded, framework=replace(fw, schedule_ahead=1, host_overlap=0.25)))
+    assert float(qtr.time(3.0, 3.0, **kw)) == pytest.approx(dev + 0.75 * host3, rel=1e-9)
+    dev400 = float(sync.time(400.0, 400.0, **big)) - host400
+    assert float(qtr.time(400.0, 400.0, **big)) == pytest.approx(
+        0.75 * host400 + max(dev400, 0.25 * host400), rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [(1, -0.1), (1, 1.5), (0, 0.5)])
+def test_host_overlap_is_a_fraction_and_needs_scheduling_ahead(bad):
+    from engine.errors import SpecError
+    from engine.spec import FrameworkSpec
+
+    ahead, f = bad
+    with pytest.raises(SpecError, match="host_overlap"):
+        replace(FrameworkSpec(), schedule_ahead=ahead, host_overlap=f)
 
 
 def test_engines_overlap_host_work_alike(padded):
@@ -170,7 +190,7 @@ def test_engines_overlap_host_work_alike(padded):
     # prompt pass starts the idle engine (device + host: the analytical TTFT) and its 63 decode
     # steps of 3 cost max(device, host) = device each, as the analytical decode cycle does
     fw = replace(padded.framework, cuda_graph_padding=False, step_overhead_s=1e-3,
-                 per_output_token_s=1e-4, schedule_ahead=1)
+                 per_output_token_s=1e-4, schedule_ahead=1, host_overlap=1.0)
     s = replace(padded, framework=fw, calibration=replace(padded.calibration, per_request_overhead_s=0.0))
     wl = WorkloadSpec(prompt_len=512, output_len=64, arrival="batch", num_requests=3)
     des = simulate(replace(s, workload=wl),

@@ -33,7 +33,9 @@ FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficie
 MIN_FRAMEWORK_ROWS = 3
 FRAMEWORK_HOST = {"step_overhead_s": (0.0, 0.02, 1e-3), "per_output_token_s": (0.0, 5e-4, 1e-5),
                   "per_prefill_token_s": (0.0, 5e-5, 1e-6), "per_request_s": (0.0, 0.02, 1e-3),
-                  "eager_layer_s": (0.0, 1e-3, 1e-5)}
+                  "eager_layer_s": (0.0, 1e-3, 1e-5), "host_overlap": (0.0, 1.0, 0.1)}
+#: (host_overlap, the part of the host work an overlap scheduler runs beside the GPU, is fitted
+#: only for profiles that schedule ahead: a synchronous loop has nothing to overlap)
 #: (the API server's time per request is bounded at 20 ms: parsing, tokenising up to 8k tokens with
 #: a fast tokenizer and handing over take milliseconds; a fit pressing on the bound says the data
 #: wants a mechanism these terms do not have, not a slower tokenizer)
@@ -42,16 +44,19 @@ FRAMEWORK_HOST = {"step_overhead_s": (0.0, 0.02, 1e-3), "per_output_token_s": (0
 MIN_FRAMEWORK_ROWS_ALL = 20
 
 
-def fit_space(use: list, only: str = "") -> dict:
+def fit_space(use: list, only: str = "", ahead=()) -> dict:
     """The parameters ``--fit`` moves for these rows: FIT_PARAMS plus the profile host terms
     (FRAMEWORK_HOST: step overhead per named profile, not generic, with MIN_FRAMEWORK_ROWS rows;
-    all four with MIN_FRAMEWORK_ROWS_ALL); ``only`` (a regular expression) keeps the names it
-    matches, the others stay at their composed values."""
+    all of them with MIN_FRAMEWORK_ROWS_ALL, host_overlap only for the profiles in ``ahead``,
+    those that schedule ahead); ``only`` (a regular expression) keeps the names it matches, the
+    others stay at their composed values."""
     space = dict(FIT_PARAMS)
     rows = Counter(c.framework for c in use)
     for fw, n in sorted(rows.items()):
         if fw and fw != "generic" and n >= MIN_FRAMEWORK_ROWS:
             for k, b in FRAMEWORK_HOST.items():
+                if k == "host_overlap" and fw not in ahead:
+                    continue
                 if k == "step_overhead_s" or n >= MIN_FRAMEWORK_ROWS_ALL:
                     space[f"framework.{fw}.{k}"] = b
     if only:
@@ -59,7 +64,7 @@ def fit_space(use: list, only: str = "") -> dict:
         if not space:
             from engine.errors import SpecError
             raise SpecError("--fit-params", only, "a regular expression matching at least one of "
-                            + ", ".join(sorted(fit_space(use))))
+                            + ", ".join(sorted(fit_space(use, ahead=ahead))))
     return space
 
 
@@ -76,7 +81,11 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
     # MLPerf server rows are a bisection on the rate (a step function of the parameters, and a
     # dozen DES runs each): evaluated and reported, not fitted
     use = [c for c in cases if not c.skip and not c.server]
-    space = fit_space(use, only)
+    first = {}
+    for c in use:
+        first.setdefault(c.framework, c)
+    ahead = {fw for fw, c in first.items() if fw and runner.specs(c)[0].framework.schedule_ahead}
+    space = fit_space(use, only, ahead)
     names = list(space)
 
     def enc(k, v):
@@ -190,19 +199,21 @@ def write_framework_steps(conf_dir: Path, params: dict, csv_label: str, cases: l
     from engine.spec.framework import FrameworkSpec
     from engine.spec.meta import config_fields
 
-    keys = {f.name: md["key"] for f, md in config_fields(FrameworkSpec)}
+    keys = {f.name: (md["key"], md.get("unit")) for f, md in config_fields(FrameworkSpec)}
     out = []
     for k, v in sorted(params.items()):
         if not k.startswith("framework."):
             continue
         _, fw, field = k.split(".")
-        key = keys[field]
+        key, unit = keys[field]
         path = Path(conf_dir) / "framework" / f"{fw}.yaml"
         n = sum(1 for c in cases if c.framework == fw and not c.skip and not c.server)
         rng = (ranges or {}).get(k)
-        span = f" (95 % {rng[0] * 1e6:.3g}-{rng[1] * 1e6:.3g})" if rng else ""
-        line = (f"{key}: {v * 1e6:.3g} us   # fitted{span} by simllm-validate --fit on all {n} rows of "
-                f"this profile in {csv_label}; on top of the calibration's")
+        x = 1e6 if unit else 1.0          # seconds written in us; fractions as they are
+        span = f" (95 % {rng[0] * x:.3g}-{rng[1] * x:.3g})" if rng else ""
+        line = (f"{key}: {v * x:.3g}{' us' if unit else ''}   # fitted{span} by simllm-validate --fit on all "
+                f"{n} rows of this profile in {csv_label}"
+                + ("; on top of the calibration's" if unit else ""))
         text = path.read_text()
         new = re.sub(rf"(?m)^{key}:.*$", line, text, count=1)
         if new == text and not re.search(rf"(?m)^{key}:", text):
