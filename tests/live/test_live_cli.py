@@ -12,7 +12,7 @@ larger (below).
 
 Why this workload identifies the four: a closed loop of one user (no batching, so each request's
 steps are its own), Llama-2-7B (multi-head attention: 0.5 MB of KV per token against 13.5 GB of
-weights), prompts log-normal 128-4000 tokens, outputs 8-24 tokens, ``N_REQUESTS`` (40) requests.
+weights), prompts log-normal 128-4000 tokens, outputs 8-24 tokens, 80 requests.
 - TTFT = per-request overhead + step overhead + prefill(prompt): its slope across prompt lengths
   is the compute efficiency, its intercept the sum of the two overheads.
 - A request's median inter-token gap = step overhead + (weights + KV(context)) / (bandwidth x
@@ -45,18 +45,6 @@ import pytest
 from tests.fixtures import NO_HOST_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Requests of the observed run. Each costs ~0.18 s of simulated serving (a prefill of ~1000
-#: tokens and 8-24 decode steps of ~8.7 ms), 1.8 s of wall time at --time-scale 10, so the
-#: observation is most of this module's time. 40 identify the four as 80 did: the TTFT slope and
-#: intercept are a line through 40 points spread over the log-normal prompts (128-4000), the
-#: bandwidth efficiency a line through 40 per-request median gaps spread over as many contexts.
-#: What limits the recovery is the observer's scatter under load, not the number of requests: with
-#: two CPU-bound processes beside the run (load ~5), 40 and 80 requests recovered the same (step
-#: overhead +7.3 % and +8.3 %, bandwidth efficiency +2.0 % and +2.5 %, compute efficiency within
-#: 0.3 %, 95 % ranges as wide); 80 on an idle machine: each within 1.6 % of what is expected. The
-#: lateness check's tolerance is derived from the observed lateness's own standard error, which
-#: grows with fewer requests as it should; its median does not depend on the count.
-N_REQUESTS = 40
 HIDDEN = {"compute_efficiency": 0.5, "memory_bandwidth_efficiency": 0.6, "step_overhead_s": 0.002,
           "per_request_overhead_s": 0.005}
 #: the default profile's fitted host terms off: the hidden point is the calibration's alone, and the
@@ -118,7 +106,7 @@ def round_trip(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rt")
     out = tmp / "obs.json"
     try:
-        r = _observe([f"http://127.0.0.1:{port}", *WORKLOAD, f"workload.num_requests={N_REQUESTS}", "-o", str(out),
+        r = _observe([f"http://127.0.0.1:{port}", *WORKLOAD, "workload.num_requests=80", "-o", str(out),
                       "--token-ids", "--time-scale", "10"])
         assert r.returncode == 0, r.stderr
     finally:
@@ -151,7 +139,7 @@ def test_round_trip_timing(round_trip):
     TTFT within 2 ms of simulated time (the HTTP path's lateness / 10: 0.4 ms measured on an idle
     2-core machine, 1.2 ms at load 8), TPOT within 1 %."""
     m, fit, d_ttft, r_tpot, _ = round_trip
-    assert len(m) == N_REQUESTS
+    assert len(m) == 80
     assert m.workload["arrival"] == "closed_loop"        # replayed as the closed loop it was
     assert abs(d_ttft) < 2.0 and abs(r_tpot) < 0.01
 
