@@ -162,8 +162,8 @@ def specs_with(base_specs):
 #: after them: its fit of the observed lateness wants a machine not also running the SLURM and Ray
 #: grids' jobs on every core.
 RUN_FIRST = (
-    "tests/cluster/test_slurm.py",     # a SLURM cluster, a 100-task array, then the unfinished points
-    "tests/cluster/test_ray.py",       # a Ray cluster, a third of a 100-job grid, then the rest
+    "tests/cluster/test_slurm.py",     # a SLURM cluster, a 24-task array, then the unfinished points
+    "tests/cluster/test_ray.py",       # a Ray cluster, a third of a 24-job grid, then the rest
     "tests/calibration/test_roundtrip.py::TestPoisson50",    # the round trips: DES runs only
     "tests/calibration/test_roundtrip.py::TestClosed16",
     "tests/calibration/test_roundtrip.py::TestPoisson80",

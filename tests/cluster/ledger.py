@@ -161,5 +161,16 @@ def grid_overrides(argv: list[str], points: int | None = None) -> list[str]:
     return out
 
 
+def with_points(argv: list[str], points: int) -> list[str]:
+    """A page command ``argv`` whole (launcher, tracking and all) with its one ``range(a,b,c)``
+    sweep cut to its first ``points`` values (at least two: a sweep)."""
+    if points < 2:
+        raise ValueError(f"points = {points}: expected at least 2 (a sweep)")
+    if points > grid_size(argv):
+        raise ValueError(f"points = {points}: expected at most the page's {grid_size(argv)}")
+    cut = grid_overrides([*argv[:2], *(x for x in argv[2:] if "=range(" in x)], points)[0]
+    return [cut if "=range(" in x else x for x in argv]
+
+
 def with_uri(argv: list[str], uri: str) -> list[str]:
     return [a.replace(DOC_URI, uri) for a in argv]
