@@ -316,23 +316,18 @@ class StepModel:
 
     def pass_time(self, T, n, LPp, LRp, LPd, Bd):
         """Seconds for one pass of T tokens (n logits) with the attention layer aggregates
-        (module docstring): overlapped(roof of the operators, comm(T)) + step_overhead
-        + n per_token_overhead; dense, LM head and comm at ``graph_tokens`` (attention and
+        (module docstring): the ``wall`` of its device time (overlapped(roof of the operators,
+        comm(T)) + eager launches) and its host time (step_overhead + n per_token_overhead + prompt
+        tokens per_prefill_token); dense, LM head and comm at ``graph_tokens`` (attention and
         per-token host costs at the real batch)."""
-        return self.pass_and_roof(T, n, LPp, LRp, LPd, Bd)[0]
-
-    def pass_and_roof(self, T, n, LPp, LRp, LPd, Bd):
-        """(``pass_time`` [s], its roof [s]): the roof is the sum of the operators'
-        max(compute, memory) before the communication and the host costs are added - the
-        roofline-busy part the DES's power model charges (engine.des.features.power). One
-        evaluation of the operators gives both."""
-        t, roof, _ = self.pass_parts(T, n, LPp, LRp, LPd, Bd)
-        return t, roof
+        return self.pass_parts(T, n, LPp, LRp, LPd, Bd)[0]
 
     def pass_parts(self, T, n, LPp, LRp, LPd, Bd):
-        """(``pass_time`` [s], its roof [s], its ``cold`` extra [s]): the device time is
-        overlapped(roof, comm) + eager launches, the host time ``host_s``, and the pass time
-        their ``wall``."""
+        """(``pass_time`` [s], its roof [s], its ``cold`` extra [s]) from one evaluation of the
+        operators: the roof is the sum of the operators' max(compute, memory) before the
+        communication and the host costs are added - the roofline-busy part the DES's power model
+        charges (engine.des.features.power); the device time is overlapped(roof, comm) + eager
+        launches, the host time ``host_s``, and the pass time their ``wall``."""
         att = self.attention(LPp, LRp, T - Bd, LPd, Bd, T)
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)

@@ -52,7 +52,7 @@ def step_functions(sm: StepModel, noise: Noise | None):
     for its time and for its energy (engine.des.features.power) evaluates its operators once."""
     pass_parts, chunk_positions, decode_positions = sm.pass_parts, sm.chunk_positions, sm.decode_positions
     lines: dict = {}
-    memo: dict = {}   # StepModel.pass_and_roof is pure: repeated batch compositions (same prompt lengths) hit
+    memo: dict = {}   # StepModel.pass_parts is pure: repeated batch compositions (same prompt lengths) hit
 
     def price(key, T, n, chunks, nd, dctx):
         """(time, roof, cold extra) of one iteration, memoised under ``key``."""
