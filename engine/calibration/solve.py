@@ -124,10 +124,46 @@ def fd_jacobian(residuals, x, lo, hi, step) -> np.ndarray:
     return np.column_stack(cols)
 
 
+def forward_jacobian(residuals, lo, hi, step):
+    """(residual function, Jacobian function) for scipy's least_squares with forward differences
+    of *absolute* steps ``step`` per coordinate (backward where x + step passes the upper bound).
+
+    scipy's own ``diff_step`` is relative: its step is diff_step x |x|, so a coordinate at or near
+    0 (a host term that starts at 0) is probed by a step of ~0, which a stochastic objective
+    (a DES) cannot resolve, and the coordinate never leaves 0. The residual function remembers its
+    last point, so the Jacobian at the point scipy just evaluated costs n evaluations, as scipy's
+    2-point scheme does."""
+    step = np.asarray(step, dtype=float)
+    last: dict = {}
+
+    def fun(x):
+        r = np.asarray(residuals(x), dtype=float)
+        last["x"], last["r"] = np.array(x, dtype=float), r
+        return r
+
+    def jac(x, *_):
+        x = np.asarray(x, dtype=float)
+        r0 = last["r"] if "x" in last and np.array_equal(last["x"], x) else np.asarray(residuals(x), float)
+        cols = []
+        for i in range(x.size):
+            a = x.copy()
+            h = step[i] if x[i] + step[i] <= hi[i] else -min(step[i], x[i] - lo[i])
+            if h == 0:
+                cols.append(np.zeros_like(r0))
+                continue
+            a[i] = x[i] + h
+            cols.append((np.asarray(residuals(a), float) - r0) / h)
+        last.clear()
+        return np.column_stack(cols)
+
+    return fun, jac
+
+
 def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequence[str], lo, hi, x0,
                       loss: str = "linear", f_scale: float = 1.0, max_nfev: int | None = None,
                       diff_step=None, x_scale=None, method: str = "trf", simplex_step=0.15,
-                      xatol: float = 0.01, fatol: float = 1e-3, max_halfwidth=None) -> SolveResult:
+                      xatol: float = 0.01, fatol: float = 1e-3, max_halfwidth=None,
+                      abs_step=None) -> SolveResult:
     """Minimise 0.5 * sum(rho(residuals(x))) over lo <= x <= hi from ``x0`` and return the
     solution with confidence ranges (module docstring).
 
@@ -136,7 +172,9 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
     this routine gets the same iterates). method ``nelder-mead``: scipy.optimize.minimize on
     0.5 * sum(r^2) of the clipped x, initial simplex x0 + ``simplex_step`` e_i, ``max_nfev`` as
     maxfev, tolerances ``xatol``/``fatol``; Jacobian for the ranges by central differences of
-    ``diff_step`` (default 0.05)."""
+    ``diff_step`` (default 0.05). ``abs_step`` (trf only; per coordinate, in coordinates): forward
+    differences of these absolute steps instead of scipy's relative ``diff_step``
+    (``forward_jacobian``)."""
     lo = np.asarray(lo, dtype=float)
     hi = np.asarray(hi, dtype=float)
     x0 = np.asarray(x0, dtype=float)
@@ -145,8 +183,13 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
         from scipy.optimize import least_squares
 
         extra = {} if x_scale is None else {"x_scale": x_scale}   # None: scipy's own default
-        sol = least_squares(residuals, x0, bounds=(lo, hi), loss=loss, f_scale=f_scale,
-                            diff_step=diff_step, max_nfev=max_nfev, **extra)
+        fun = residuals
+        if abs_step is not None:
+            fun, extra["jac"] = forward_jacobian(residuals, lo, hi, abs_step)
+        else:
+            extra["diff_step"] = diff_step
+        sol = least_squares(fun, x0, bounds=(lo, hi), loss=loss, f_scale=f_scale,
+                            max_nfev=max_nfev, **extra)
         x, cost, jac, nfev, grad = sol.x, float(sol.cost), sol.jac, int(sol.nfev), sol.grad
     elif method == "nelder-mead":
         from scipy.optimize import minimize
@@ -172,4 +215,4 @@ def least_squares_fit(residuals: Callable[[np.ndarray], np.ndarray], names: Sequ
                        identifiable=ident, cost=cost, nfev=nfev, jac=jac, sol=sol)
 
 
-__all__ = ["least_squares_fit", "confidence", "fd_jacobian", "SolveResult", "Z95"]
+__all__ = ["least_squares_fit", "confidence", "fd_jacobian", "forward_jacobian", "SolveResult", "Z95"]

@@ -74,3 +74,32 @@ def test_a_fit_stopped_short_reports_a_range_reaching_the_minimum():
     a = y.mean() - b * t.mean()
     assert abs(fit.x[1] - b) > Z95 * fit.sigma[1]             # 1.96 sigma alone misses the minimum
     assert fit.lo95[0] < a < fit.hi95[0] and fit.lo95[1] < b < fit.hi95[1]
+
+
+def test_absolute_steps_move_a_coordinate_that_starts_at_zero():
+    """A residual that is flat below a resolution of 0.01 (as a simulator's output is rough from
+    one evaluation to the next) with its minimum at h = 0.3 (the closed form: r = q(h) - 0.3 with
+    q h rounded down to 0.01), from h = 1e-9 inside [0, 1], beside a smooth coordinate g (minimum
+    at 2, from 1; it also gives the trust region its size, as the other parameters of a real fit
+    do): scipy's relative steps (1 % of 1e-9) see a zero derivative in h and leave it where it
+    started; absolute steps of 0.05 reach 0.3 within the resolution."""
+    def r(x):
+        return np.array([np.floor(x[0] * 100.0) / 100.0 - 0.3, x[1] - 2.0])
+
+    rel = least_squares_fit(r, ["h", "g"], [0.0, 0.0], [1.0, 5.0], [1e-9, 1.0], diff_step=0.01, max_nfev=20)
+    assert rel.x[0] == pytest.approx(1e-9, abs=1e-12) and rel.x[1] == pytest.approx(2.0, abs=1e-6)
+    ab = least_squares_fit(r, ["h", "g"], [0.0, 0.0], [1.0, 5.0], [1e-9, 1.0], abs_step=[0.05, 0.05], max_nfev=20)
+    assert ab.x[0] == pytest.approx(0.3, abs=0.011) and ab.x[1] == pytest.approx(2.0, abs=1e-6)
+
+
+def test_absolute_steps_give_the_same_line():
+    """Forward differences of a linear residual are exact: the same line as scipy's own scheme,
+    the steps taken backwards at the upper bound."""
+    t, y = _line()
+    fit = least_squares_fit(lambda x: x[0] + x[1] * t - y, ["a", "b"], [-10, -10], [10, 10], [0.0, 0.0],
+                            abs_step=[0.1, 0.1])
+    b = np.cov(t, y, bias=True)[0, 1] / np.var(t)
+    assert fit.x == pytest.approx([y.mean() - b * t.mean(), b], abs=1e-6)
+    edge = least_squares_fit(lambda x: x[0] + x[1] * t - y, ["a", "b"], [-10, -10], [10, b], [0.0, 0.0],
+                             abs_step=[0.1, 0.1])
+    assert edge.x[1] == pytest.approx(b, abs=1e-4)     # trf stays strictly inside its box

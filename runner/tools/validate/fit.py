@@ -68,6 +68,22 @@ def fit_space(use: list, only: str = "", ahead=()) -> dict:
     return space
 
 
+#: Finite-difference steps of ``--fit`` (absolute, in optimiser coordinates: forward differences,
+#: engine.calibration.solve.forward_jacobian): 0.01 of a log parameter (1 % of an efficiency) ...
+FD_LOG_STEP = 0.01
+#: ... and FD_RANGE_STEP of the whole range of a parameter in its own units (0.4 ms of a profile's
+#: step overhead, 10 us of its per-token time, 1 us per prompt token, 20 us per eager layer, 0.02
+#: of host_overlap). scipy's relative steps (diff_step x |value|) probe a host term at 0 with a
+#: step of 0: it never left 0, whatever the data said.
+FD_RANGE_STEP = 0.02
+
+
+def fd_steps(names: list, space: dict) -> np.ndarray:
+    """The absolute finite-difference step of each coordinate (FD_LOG_STEP, FD_RANGE_STEP)."""
+    return np.array([FD_LOG_STEP if space[k][2] == "log"
+                     else FD_RANGE_STEP * (space[k][1] - space[k][0]) / space[k][2] for k in names])
+
+
 def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: int = 40, log=print,
                     polish: int = 0, only: str = ""):
     """One calibration for all expressible rows: least_squares (soft-L1, f_scale 0.1) on the log
@@ -121,8 +137,8 @@ def fit_calibration(runner: Runner, cases: list[Case], start: dict, max_nfev: in
             c0 = next(c for c in use if c.framework == fw)
             start[k] = getattr(runner.specs(c0)[0].framework, field) or 0.05 * space[k][1]
     u0 = np.clip(np.array([enc(k, start[k]) for k in names]), lo + 1e-6, hi - 1e-6)
-    fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.1, diff_step=0.01,
-                            max_nfev=max_nfev)
+    fit = least_squares_fit(resid, names, lo, hi, u0, loss="soft_l1", f_scale=0.1,
+                            abs_step=fd_steps(names, space), max_nfev=max_nfev)
     sol = fit.sol
     sol.fit = fit
     # {name: (value, low, high, pinned)} in the parameters' own units
