@@ -30,7 +30,7 @@ def test_harness_settings_by_framework():
     assert v["framework.cuda_graph_sizes"] == "[" + ",".join(map(str, range(1, 17))) + "]"
     t = rg.harness_settings("aiconfigurator_agg", "trtllm", 16, 1024)
     assert t["framework.max_num_batched_tokens"] == 2560                       # 2540 -> 80 blocks of 32
-    assert "framework.chunked_prefill" not in t  # whole prompts contradicted by the rows: chunked stays
+    assert t["framework.chunked_prefill"] is False   # the templates' enable_chunked_prefill default(false)
     assert rg.harness_settings("aiconfigurator_agg", "trtllm", 12, 1000)["framework.max_num_batched_tokens"] == 2528
     # the engine-args templates' kv_cache_config.free_gpu_memory_fraction default(0.80); vLLM and
     # SGLang templates set no memory fraction (their engines' own defaults stay)
