@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+# as runner.app sets it before numpy loads (here with pandas, under mlflow): one OpenBLAS thread
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 if not os.environ.get("PYTHONPATH"):   # bench_startup.py puts the checkout measured there
     sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 

@@ -1,0 +1,38 @@
+"""runner.heap.loading: the cyclic collector is off inside the block, its earlier state is back
+after it (an error inside included), and what the block made is frozen out of later collections."""
+
+import gc
+
+import pytest
+
+from runner.heap import loading
+
+
+@pytest.fixture
+def collector():
+    """Leave the collector and the permanent generation as the test found them."""
+    on = gc.isenabled()
+    yield
+    gc.unfreeze()
+    (gc.enable if on else gc.disable)()
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_off_inside_then_restored_and_frozen(collector, before):
+    (gc.enable if before else gc.disable)()
+    gc.unfreeze()
+    with loading():
+        assert not gc.isenabled()
+        made = [[] for _ in range(1000)]   # 1,000 new containers, tracked by the collector
+    assert gc.isenabled() is before
+    # every object alive at the block's end is now in the permanent generation: at least the
+    # 1,000 lists made inside it and the list holding them
+    assert gc.get_freeze_count() >= len(made) + 1
+
+
+def test_restored_after_an_error(collector):
+    gc.enable()
+    with pytest.raises(ValueError):
+        with loading():
+            raise ValueError("boom")
+    assert gc.isenabled()
