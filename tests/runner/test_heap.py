@@ -36,3 +36,31 @@ def test_restored_after_an_error(collector):
         with loading():
             raise ValueError("boom")
     assert gc.isenabled()
+
+
+def test_tracking_client_opens_under_loading(collector, mlflow_uri):
+    """runner.tracking opens a store's client (and imports MLflow) inside ``loading``: the
+    collector is off while it does (seen by a hook on the client's constructor) and on again
+    after, with what it loaded frozen."""
+    from mlflow.tracking import MlflowClient
+
+    from runner import tracking
+
+    gc.enable()
+    gc.unfreeze()
+    seen = []
+    orig = MlflowClient.__init__
+
+    def init(self, *a, **k):
+        seen.append(gc.isenabled())
+        orig(self, *a, **k)
+
+    MlflowClient.__init__ = init
+    try:
+        client = tracking.client(mlflow_uri)
+    finally:
+        MlflowClient.__init__ = orig
+        tracking._client.cache_clear()
+    assert seen == [False]
+    assert gc.isenabled() and gc.get_freeze_count() > 0
+    assert client.search_experiments(max_results=1) is not None
