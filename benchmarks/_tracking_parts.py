@@ -1,11 +1,12 @@
 """Where the CPU of a tracked ``simllm`` run goes on MLflow's side: run by bench_startup.py as a
-fresh process per repetition, it prints the CPU-s (``time.process_time``) of each part as JSON.
+fresh process per repetition, it prints each part's CPU-s (``time.process_time``) and wall-s as
+JSON, with the numbers of params, metrics and tags the run logs.
 
     python benchmarks/_tracking_parts.py URI JOB_DIR [--collector-on]
 
 URI: an existing SQLite store (the benchmark's warm-up created and migrated it); JOB_DIR: a job
-directory a tracked run wrote (summary.json, config.yaml, ...). The parts, in order, each through
-runner.tracking as a job uses it; for each, CPU-s and wall-s (``time.perf_counter``):
+directory a tracked run wrote (summary.json, config.yaml, ...). The parts, in order, the store's
+through runner.tracking as a job uses it:
   import mlflow        ``import mlflow`` with the cyclic collector off and then ``gc.freeze()``, as
                        ``runner.tracking._client`` has it (runner.heap.loading);
                        ``--collector-on`` leaves it on

@@ -7,8 +7,9 @@ process ends, yet while they load the collector runs again and again over the gr
 (each ~700 new container objects start a young collection; full ones follow as the heap grows)
 and finds nothing to free. ``loading()`` turns collection off for the block and then moves
 everything made so far to the permanent generation (``gc.freeze``), out of the reach of the
-collections that the run's own work triggers later. Here ``python -c "import mlflow"`` took ~2.3 CPU-s
-with collection on and ~1.6 with it off; the whole process's figures are benchmarks/bench_startup.py's.
+collections that the run's own work triggers later. Here ``python -c "import mlflow"`` took
+~2.3 CPU-s with collection on and ~1.6 with it off; the whole process's figures are
+benchmarks/bench_startup.py's (its ``tracked run: import mlflow`` rows, collector off and on).
 
 What such a block leaves unreachable in reference cycles is frozen with the rest and never
 freed: a few thousand objects for ``import mlflow`` and opening an existing store (~3,700 here),
