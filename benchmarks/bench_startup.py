@@ -15,6 +15,10 @@ of that process alone, wall time and peak RSS):
   help / analytical, no compose cache
                the same with ``SIMLLM_COMPOSE_CACHE=0`` (runner.compose_cache off: what a process
                pays whose config-group selection was not composed before, less writing the file)
+the parts of the tracked run on MLflow's side (benchmarks/_tracking_parts.py, a fresh process
+per repetition on the tracked figure's store and job directory: ``import mlflow`` with the cyclic
+collector off as the runner has it, and on; the store set-up; the experiment look-up; logging
+the run as a job does, batched, and with a call per value; ``--no-parts`` skips them),
 and the ten most expensive packages to import (``python -X importtime``: the summed own time of
 every module of a top-level package such as hydra, numpy or mlflow) for each of the three
 (``--no-imports`` skips them).
@@ -45,12 +49,42 @@ from benchmarks._measure import ROOT, Bench, import_time_top  # noqa: E402
 TARGETS = {"help": 0.3, "analytical": 0.4, "des 1k": 0.5, "analytical, tracked": 0.8}
 
 
+PARTS = ("import mlflow", "store set-up", "experiment look-up", "log, batched", "log, a call per value")
+
+
+def tracking_parts(bench, checkout: Path, tracked_argv: list, tmp: Path, env: dict) -> None:
+    """Rows ``tracked run: <part>`` (CPU-s and wall-s of each part, min/median over fresh
+    processes; the first unmeasured) from benchmarks/_tracking_parts.py, run on the store and job
+    directory of the tracked figure; and ``import mlflow, collector on``."""
+    import json
+
+    from benchmarks._measure import run_child
+
+    uri = next(a.split("=", 1)[1] for a in tracked_argv if a.startswith("tracking.uri="))
+    job_dir = next(a.split("=", 1)[1] for a in tracked_argv if a.startswith("hydra.run.dir="))
+    script = str(checkout / "benchmarks" / "_tracking_parts.py")
+    if not Path(script).exists():        # an older checkout: this checkout's script, its runner
+        script = str(Path(__file__).resolve().parent / "_tracking_parts.py")
+    for extra, parts in (([], PARTS), (["--collector-on"], PARTS[:1])):
+        done = []
+        for rep in range(bench.reps + 1):
+            r = run_child([sys.executable, script, uri, job_dir, *extra], cwd=tmp, env=env)
+            if rep:
+                done.append(json.loads(r["stdout"].strip().splitlines()[-1]))
+        for part in parts:
+            label = f"tracked run: {part}" + (", collector on" if extra else "")
+            bench.record(label, [d[part]["cpu_s"] for d in done], [d[part]["wall_s"] for d in done],
+                         **({} if extra else {k: done[-1][k] for k in ("params", "metrics", "tags")}
+                            if part.startswith("log") else {}))
+
+
 def main():
     bench = Bench("bench_startup", __doc__)
     bench.parser.add_argument("--checkout", default=None,
                               help="measure this simllm checkout instead of the installed one")
     bench.parser.add_argument("--top", type=int, default=10, help="import-time rows shown")
     bench.parser.add_argument("--no-imports", action="store_true", help="skip the import-time tables")
+    bench.parser.add_argument("--no-parts", action="store_true", help="skip the tracked run's parts")
     bench.parser.add_argument("--compile-each-time", action="store_true",
                               help="keep the environment's PYTHONDONTWRITEBYTECODE (no cached bytecode)")
     args = bench.parse_args()
@@ -82,6 +116,8 @@ def main():
         for label in ("help", "analytical"):
             bench.cli(f"{label}, no compose cache", [exe, *runs[label]], cwd=tmp,
                       env=dict(env, SIMLLM_COMPOSE_CACHE="0"))
+        if not args.no_parts:
+            tracking_parts(bench, checkout, runs["analytical, tracked"], tmp, env)
         bench.info["import_top"] = {}
         for label in () if args.no_imports else ("help", "analytical", "des 1k"):
             top = import_time_top(py[1:] + runs[label], top=args.top, cwd=tmp, env=env)

