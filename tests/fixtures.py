@@ -59,7 +59,7 @@ CALIBRATION = {
 
 #: conf/framework/NAME.yaml
 FRAMEWORK = {
-    'vllm_v1': FrameworkSpec(name='vllm_v1', versions='>=0.8.0', scheduler='sarathi', max_num_seqs=1024, kv_rule='total_fraction', step_overhead_s=0.00225, per_output_token_s=5.12e-05, per_prefill_token_s=2.55e-07 * 1e-6, per_request_s=1.76e4 * 1e-6, eager_layer_s=3.8e-09, chunked_prefill=True, chunk_size=0, cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 513, 8)), cuda_graph_padding=True, watermark=0.0, allreduce='one_shot', kernel_tables='vllm', sources=('github:vllm-project/vllm vllm/engine/arg_utils.py (_set_default_args_v1 / get_batch_defaults: max_num_batched_tokens, max_num_seqs by usage context, GPU memory >= 70 GiB and not A100)', 'github:vllm-project/vllm vllm/v1/core/sched/scheduler.py (running requests first, then waiting, within token_budget)', 'github:vllm-project/vllm vllm/config.py (CompilationConfig cudagraph_capture_sizes [1, 2, 4] + range(8, 513, 8); CacheConfig block_size 16, gpu_memory_utilization 0.9)', 'github:vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py')),
+    'vllm_v1': FrameworkSpec(name='vllm_v1', versions='>=0.8.0', scheduler='sarathi', max_num_seqs=1024, kv_rule='total_fraction', step_overhead_s=0.00225, per_output_token_s=5.12e-05, per_prefill_token_s=7.53e-09 * 1e-6, per_request_s=1.97e4 * 1e-6, per_request_token_s=0.307 * 1e-6, eager_layer_s=3.8e-09, chunked_prefill=True, chunk_size=0, cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 513, 8)), cuda_graph_padding=True, watermark=0.0, allreduce='one_shot', kernel_tables='vllm', sources=('github:vllm-project/vllm vllm/engine/arg_utils.py (_set_default_args_v1 / get_batch_defaults: max_num_batched_tokens, max_num_seqs by usage context, GPU memory >= 70 GiB and not A100)', 'github:vllm-project/vllm vllm/v1/core/sched/scheduler.py (running requests first, then waiting, within token_budget)', 'github:vllm-project/vllm vllm/config.py (CompilationConfig cudagraph_capture_sizes [1, 2, 4] + range(8, 513, 8); CacheConfig block_size 16, gpu_memory_utilization 0.9)', 'github:vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py')),
     'generic': FrameworkSpec(),
 }
 
@@ -90,11 +90,11 @@ def specs(**options) -> Specs:
 #: A framework profile's fitted host terms switched off (``with_fields(s, framework=NO_HOST)``): for
 #: tests that derive pass times by hand from the operators and the calibration's overheads alone.
 NO_HOST = dict(step_overhead_s=0.0, per_output_token_s=0.0, per_prefill_token_s=0.0, per_request_s=0.0,
-               eager_layer_s=0.0)
+               per_request_token_s=0.0, eager_layer_s=0.0)
 #: ... the same as command-line overrides, for tests that compose (or run a CLI)
 NO_HOST_OVERRIDES = ("framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
                      "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us",
-                     "framework.eager_layer_overhead=0us")
+                     "framework.per_request_token_overhead=0us", "framework.eager_layer_overhead=0us")
 
 
 def with_fields(s: Specs, **groups) -> Specs:

@@ -76,7 +76,7 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
     pep = np.minimum(x["ep"], ptp * psp)
     sm_p = step.build(specs, ptp, ppp, pep, psp, x["peak_flops_s"], x["hbm_bandwidth_bytes_s"],
                       x["compute_efficiency"], x["memory_bandwidth_efficiency"])
-    req = specs.per_request_overhead_s
+    req = specs.request_overhead_s(S)
     pf = prefill.ttft(sm_p, m, B, S, x["prefill_chunk"], ppp, opt.pp_microbatches, req)
     one_p = prefill.ttft(sm_p, m, 1.0, S, x["prefill_chunk"], ppp, opt.pp_microbatches, 0.0)["ttft_s"]
     one_co = prefill.ttft(sm_d, m, 1.0, S, x["prefill_chunk"], pp, opt.pp_microbatches, 0.0)["ttft_s"]
@@ -153,7 +153,8 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
     fits = mem["fits"]
 
     # --- prefill ---
-    pf = prefill.ttft(sm, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
+    req = specs.request_overhead_s(S)
+    pf = prefill.ttft(sm, m, B, S, C, pp, opt.pp_microbatches, req)
     ttft_s = pf["ttft_s"]
 
     # --- decode ---
@@ -166,7 +167,7 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
     pf_r = None
     if sm_r is not sm:
         if want(_PREFILL_ROOF_KEYS):
-            pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, specs.per_request_overhead_s)
+            pf_r = prefill.ttft(sm_r, m, B, S, C, pp, opt.pp_microbatches, req)
         dc_r = decode.bound_parts(sm_r, m, B, S, N, pp, opt.pp_microbatches)
     else:
         dc_r = dc
@@ -201,7 +202,7 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
         j_tok = energy.joules_per_token(pw, dev_rep, cyc_s, B * per_cycle)
         # device time of the prefill: TTFT less the per-request (host/client) overhead, plus the
         # draft's pass over the prompt with speculation
-        pf_s = pf["ttft_s"] - specs.per_request_overhead_s
+        pf_s = pf["ttft_s"] - req
         pf_busy = pf["roof_s"]
         if spec is not None:
             pf_s, pf_busy = pf_s + spec["ttft_add_s"], pf_busy + spec["ttft_add_busy_s"]
@@ -266,6 +267,7 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
     if opt.chunk_search:
         c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches,
                                                specs.per_request_overhead_s, opt.chunk_candidates)
+        t_star = t_star + (req - specs.per_request_overhead_s)    # the API server's per-token part
         out.update(chunk_star=c_star, ttft_at_chunk_star_ms=nan_if_not_fit(t_star * 1e3))
     if opt.disagg.enabled:
         _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)

@@ -128,7 +128,8 @@ class LiveEngine:
         # the framework's per-request time at one API server in arrival order, as the event loop
         # serves it (engine.des.cluster.loop.ApiServer)
         self.api_s = specs.framework.per_request_s
-        self._api = ApiServer(self.api_s, specs.framework.per_request_dist, des.seed)
+        self._api = ApiServer(self.api_s, specs.framework.per_request_dist, des.seed,
+                              specs.framework.per_request_token_s)
         #: the longest request served (prompt + output tokens): the model's context length
         #: (``ModelSpec.context_length``) or one replica's KV cache, whichever is smaller
         self.kv_tokens = (blocks - int(des.kv.watermark * blocks)) * des.kv.block_size
@@ -186,8 +187,8 @@ class LiveEngine:
             st.hashes[rid] = _NO_HASHES if hashes is None else np.asarray(hashes)
         self._seq += 1
         enter = t + self.overhead_s
-        if self.api_s:
-            enter = self._api.leave(enter)
+        if self._api.on:
+            enter = self._api.leave(enter, prompt)
         heapq.heappush(self._pending, (enter, self._seq, rid))
         self.prompt_tokens += prompt
         return rid

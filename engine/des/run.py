@@ -173,6 +173,7 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
                 think_time_s=stream.think_time_s,
                 request_overhead_s=specs.calibration.per_request_overhead_s,
                 api_s=specs.framework.per_request_s, api_dist=specs.framework.per_request_dist,
+                api_token_s=specs.framework.per_request_token_s,
                 max_blocks_per_request=blocks - int(des.kv.watermark * blocks), block_size=des.kv.block_size,
                 bucket=bucket, progress=_progress(des, len(stream)),
                 hooks=fleet or NO_HOOKS, des=des)

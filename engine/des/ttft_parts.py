@@ -2,6 +2,7 @@
 
     path           arrival -> entry into a replica's queue: the request overhead of
                    ``calibration.per_request_overhead`` + the framework's ``per_request_overhead``
+                   and ``per_request_token_overhead`` per prompt token
                    (API server: parse, tokenise, hand to the engine; a FIFO single server, so its
                    queue is in this part) and half the client round
                    trip (``engine.des.clients.client_rtt_ms``)

@@ -147,7 +147,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
     chunk = des.token_budget if pol.budget_is_chunk else max(
         des.scheduling.max_num_batched_tokens, int(np.max(L.prompt)))
     s_q = int(np.quantile(L.prompt, q, method="higher"))
-    ttft0 = prefill_s(sm, s_q, chunk) + specs.per_request_overhead_s
+    ttft0 = prefill_s(sm, s_q, chunk) + specs.request_overhead_s(s_q)
     if des.cluster.prefill_replicas and handoff_s is not None:
         ttft0 += handoff_s(s_q)
     tpot_each = decode_s(sm, 1.0, L.prompt + L.output / 2.0)
@@ -176,7 +176,7 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
         pre = P / (Es * c_pf)
         rate = float(min(pre, dec[i]))
         limit = "prefill pool" if pre < dec[i] else _limit(i, ok, kv_ok, td <= y, True, B)
-        return _api_capped(specs, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, ""))
+        return _api_capped(specs, L, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, rate, float(B[i]), limit, ""))
     z = slo_ttft_ms * 1e-3 if slo_ttft_ms else np.inf
     overhead = ttft0 - prefill_s(sm, s_q, chunk)          # per-request overhead (+ hand-off)
     if pol.prefill_first and not pol.chunks:     # separate iterations of whole prompts (vllm)
@@ -200,15 +200,17 @@ def estimate(specs: Specs, L: Lengths, q: float, slo_ttft_ms: float, slo_tpot_ms
                         "no batch meets the TTFT and TPOT SLOs, the KV cache and the token budget at once")
     rr = np.where(ok, r, 0.0)
     i = int(np.argmax(rr))
-    return _api_capped(specs, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, float(rr[i]), float(B[i]),
+    return _api_capped(specs, L, Estimate(True, kv_tokens, ttft0_ms, tpot0_ms, float(rr[i]), float(B[i]),
                                        _limit(i, ok, kv_ok, tpot_ok, budget_ok, B, ttft_ok), ""))
 
 
-def _api_capped(specs: Specs, e: Estimate) -> Estimate:
+def _api_capped(specs: Specs, L: Lengths, e: Estimate) -> Estimate:
     """The estimate held to the API server's capacity: one FIFO server of the framework's
-    per-request time s serves at most 1 / s requests per second (engine.des.cluster.loop
-    ``ApiServer``), whatever the engine behind it could take."""
-    s = specs.framework.per_request_s
+    mean time per request s (per request + the stream's mean prompt x per prompt token) serves
+    at most 1 / s requests per second (engine.des.cluster.loop ``ApiServer``), whatever the
+    engine behind it could take."""
+    fw = specs.framework
+    s = fw.per_request_s + L.mean_prompt * fw.per_request_token_s
     if s > 0 and e.rate_rps > 1.0 / s:
         return replace(e, rate_rps=1.0 / s, limit="api_server")
     return e

@@ -43,6 +43,13 @@ class Specs:
         tokenise, hand-off to the engine core). Both engines delay the first token by it."""
         return self.calibration.per_request_overhead_s + self.framework.per_request_s
 
+    def request_overhead_s(self, prompt_len):
+        """Host seconds before the scheduler for a request of ``prompt_len`` prompt tokens [s]
+        (floats or arrays): ``per_request_overhead_s`` + prompt_len x the framework's
+        ``per_request_token_s`` (the API server tokenising and handing over the prompt)."""
+        t = self.framework.per_request_token_s
+        return self.per_request_overhead_s + prompt_len * t if t else self.per_request_overhead_s
+
     def __post_init__(self):
         m, p = self.model, self.partition
         if m.num_heads % p.tp:

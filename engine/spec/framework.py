@@ -79,6 +79,10 @@ class FrameworkSpec:
     per_request_s: host time once per request on its way in (API server: parse, tokenise,
         hand-off to the engine core), on top of the calibration's per-request overhead: it delays
         the request's arrival at the scheduler, not the iterations;
+    per_request_token_s: host time per prompt token on the request's way in, served by the same
+        API server as per_request_s (tokenising the prompt, rendering and copying its token ids
+        to the engine core: work proportional to the prompt): the server's time for a request
+        of L prompt tokens is per_request_s + L x this; 0 = none;
     per_request_dist: how that API-server time varies from request to request in the DES (one
         server, requests in arrival order: engine.des.cluster.loop): exponential (the default:
         the server's time per request is not a constant -- it shares one event loop with the
@@ -126,6 +130,8 @@ class FrameworkSpec:
                                  range=(0.0, 1e-2))
     per_request_s: float = param(0.0, key="per_request_overhead", unit="us", zero=True,
                                  range=(0.0, 1.0))
+    per_request_token_s: float = param(0.0, key="per_request_token_overhead", unit="us", zero=True,
+                                       range=(0.0, 1e-3))
     per_request_dist: str = "exponential"
     frontend_tok_s: float = 0.0
     # --- The request's path to its first token (engine.des.replica, engine.des.ahead) ---
@@ -212,6 +218,7 @@ class FrameworkSpec:
         non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
         non_negative(g, "per_prefill_token_overhead", self.per_prefill_token_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_s, unit="s")
+        non_negative(g, "per_request_token_overhead", self.per_request_token_s, unit="s")
         non_negative(g, "eager_layer_overhead", self.eager_layer_s, unit="s")
         non_negative(g, "frontend_throughput", self.frontend_tok_s, unit="tokens/s")
         if self.schedule_ahead not in (0, 1) or isinstance(self.schedule_ahead, bool):
@@ -232,9 +239,10 @@ class FrameworkSpec:
 def host_costs_text(fw: FrameworkSpec) -> str:
     """One line naming the profile's host costs (us), '' when it has none: what both engines add
     on top of the calibration's overheads (per pass, per sequence emitting a token, per prompt
-    token, per request before the scheduler)."""
+    token, per request and per prompt token before the scheduler)."""
     parts = [(fw.step_overhead_s, "per pass"), (fw.per_output_token_s, "per sequence emitting a token"),
              (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request"),
+             (fw.per_request_token_s, "per prompt token in the API server"),
              (fw.eager_layer_s, "per layer of an eager pass")]
     return ", ".join(f"{v * 1e6:.3g} us {what}" for v, what in parts if v)
 

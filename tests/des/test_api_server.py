@@ -74,3 +74,44 @@ def test_an_unknown_law_names_the_field(base_specs):
 
     with pytest.raises(SpecError, match="per_request_dist"):
         _run(base_specs, 0.010, dist="gamma")
+
+
+def _run_tok(base_specs, api_s, token_s, **workload):
+    wl = dict(num_requests=4, prompt_len=100, output_len=4, arrival="batch")
+    wl.update(workload)
+    specs = with_fields(base_specs, framework=dict(per_request_s=api_s, per_request_token_s=token_s,
+                                                   per_request_dist="fixed"), workload=wl)
+    return simulate(specs, DesSpec(scheduling=dict(scheduler="vllm"))).state
+
+
+def test_the_server_spends_time_per_prompt_token(base_specs):
+    # framework.per_request_token_overhead: a request of L prompt tokens takes api_s + L token_s
+    # at the server. By hand: 100-token prompts, 50 us per token, no per-request part: 5 ms each,
+    # so a burst of 4 enters at 5, 10, 15, 20 ms; with 10 ms per request too, 15 ms each: 15, 30,
+    # 45, 60 ms.
+    st = _run_tok(base_specs, 0.0, 50e-6)
+    np.testing.assert_allclose(np.sort(st.entered_s), [0.005, 0.010, 0.015, 0.020], rtol=1e-12)
+    st = _run_tok(base_specs, 0.010, 50e-6)
+    np.testing.assert_allclose(np.sort(st.entered_s), [0.015, 0.030, 0.045, 0.060], rtol=1e-12)
+
+
+def test_the_analytical_ttft_adds_the_prompts_server_time():
+    # The analytical engine adds the server's mean time for the workload's prompt: composed with
+    # framework.per_request_token_overhead=5us instead of 0us, TTFT grows by prompt_len x 5 us
+    # (512 x 5 us = 2.56 ms for the default workload), nothing else in the prefill moves.
+    from engine.analytical import run
+    from tests.conftest import compose_specs
+
+    off = compose_specs("tracking=none", "framework.per_request_token_overhead=0us")
+    on = compose_specs("tracking=none", "framework.per_request_token_overhead=5us")
+    assert on.framework.per_request_token_s == pytest.approx(5e-6, rel=1e-12)
+    t_off = run(off).table["ttft_ms"][0]
+    t_on = run(on).table["ttft_ms"][0]
+    assert t_on - t_off == pytest.approx(off.workload.prompt_len * 5e-3, rel=1e-9)
+
+
+def test_a_negative_time_per_prompt_token_names_the_field(base_specs):
+    from engine.errors import SpecError
+
+    with pytest.raises(SpecError, match="per_request_token_overhead"):
+        with_fields(base_specs, framework=dict(per_request_token_s=-1e-6)).framework.validate()

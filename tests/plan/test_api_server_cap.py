@@ -17,3 +17,12 @@ def test_estimate_is_held_to_one_over_the_api_servers_time():
     e1 = bound.estimate(slow, lengths, 0.99, 0, 0)
     assert e0.rate_rps > 10.0
     assert e1.rate_rps == 10.0 and e1.limit == "api_server"
+
+
+def test_the_cap_counts_the_server_time_per_prompt_token():
+    # 50 ms per request + 512 prompt tokens x 97.65625 us = 100 ms per request: 10 req/s again
+    lengths = bound.Lengths(np.full(64, 512), np.full(64, 128))
+    slow = deployment(with_fields(specs(), framework=dict(NO_HOST, per_request_s=0.05,
+                                                          per_request_token_s=0.05 / 512)))[0]
+    e = bound.estimate(slow, lengths, 0.99, 0, 0)
+    assert e.rate_rps == 10.0 and e.limit == "api_server"

@@ -33,8 +33,11 @@ class ApiServer:
     API server process, SGLang's TokenizerManager, trtllm-serve's front end). A request that
     reaches it at t leaves it for the scheduler at
         leave = max(t, leave of the request before) + s   [s]
-    s: ``api_s`` for every request (``framework.per_request_dist=fixed``), or drawn from the
-    exponential law of mean ``api_s`` (``exponential``: sub-stream 13 of the engine seed;
+    s: the mean ``api_s + token_s L`` for a request of L prompt tokens (framework
+    ``per_request_overhead`` + L ``per_request_token_overhead``: the server's work per request
+    and per prompt token, tokenising and handing over the prompt) for every request
+    (``framework.per_request_dist=fixed``), or drawn from the exponential law of that mean
+    (``exponential``: sub-stream 13 of the engine seed;
     engine.spec.framework). Requests that come together (a benchmark client's burst, a closed
     loop's wave of completions) leave one service time apart, not all at once: a burst's k-th
     request leaves k api_s after it came on average under either law (the sum of k exponentials
@@ -42,14 +45,18 @@ class ApiServer:
     from round to round. The event loop and the live engine both serve requests through one, in
     the order they reach it, so they draw the same times."""
 
-    def __init__(self, api_s: float, dist: str, seed: int):
-        self.api_s, self.free = float(api_s), float("-inf")
+    def __init__(self, api_s: float, dist: str, seed: int, token_s: float = 0.0):
+        self.api_s, self.token_s, self.free = float(api_s), float(token_s), float("-inf")
+        #: whether requests pass through it (a service time above 0)
+        self.on = self.api_s > 0 or self.token_s > 0
         self.rng = (np.random.default_rng(np.random.SeedSequence([seed, 13]))
-                    if dist == "exponential" and self.api_s > 0 else None)
+                    if dist == "exponential" and self.on else None)
 
-    def leave(self, t: float) -> float:
-        """The time a request reaching the server at ``t`` leaves it [s]."""
-        s = self.api_s if self.rng is None else self.rng.exponential(self.api_s)
+    def leave(self, t: float, tokens=0) -> float:
+        """The time a request of ``tokens`` prompt tokens reaching the server at ``t`` leaves
+        it [s]."""
+        mean = self.api_s + self.token_s * float(tokens) if self.token_s else self.api_s
+        s = mean if self.rng is None else self.rng.exponential(mean)
         self.free = (t if t > self.free else self.free) + s
         return self.free
 
@@ -61,7 +68,7 @@ class Loop:
                  think_time_s: float, request_overhead_s: float, max_blocks_per_request: int,
                  block_size: int, bucket=None, progress=None, decode_router=None,
                  handoff_s=None, hooks=NO_HOOKS, des=None, api_s: float = 0.0,
-                 api_dist: str = "fixed"):
+                 api_dist: str = "fixed", api_token_s: float = 0.0):
         self.st, self.replicas, self.router = st, replicas, router
         # the framework's per-request host time, served by one API server in arrival order
         # (``_through_api``); 0: requests reach the scheduler after ``request_overhead_s`` alone
@@ -89,10 +96,12 @@ class Loop:
         # client round trip: half on the way in (with the request overhead), half on the way out
         self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
-        self._api = ApiServer(self.api_s, api_dist, self.des.seed if self.des is not None else 0)
+        self._api = ApiServer(self.api_s, api_dist, self.des.seed if self.des is not None else 0,
+                              api_token_s)
+        self._api_on = self._api.on
 
     def _push(self, t, prio, kind, rep=None, version=0):
-        if kind == ARRIVE and self.api_s:
+        if kind == ARRIVE and self._api_on:
             kind = SEND          # through the API server first (``_through_api``)
         if kind in (ARRIVE, SEND):
             self.pending += 1
@@ -131,7 +140,7 @@ class Loop:
                 t = nxt
                 self.area += self.n_sys * (t - self.t_prev)
                 self.t_prev = t
-                if self.api_s:       # through the API server first, in time order with the rest
+                if self._api_on:     # through the API server first, in time order with the rest
                     self.pending += 1
                     self._through_api(ptr if ids is None else ids[ptr], t)
                 else:
@@ -191,7 +200,7 @@ class Loop:
     def _through_api(self, rid, t):
         """``rid`` reaches the API server (``ApiServer``) at ``t``; it arrives at the scheduler
         when the server lets it go."""
-        self.heap_push_arrive(self._api.leave(t), rid)
+        self.heap_push_arrive(self._api.leave(t, self.st.prompt[rid]), rid)
 
     def heap_push_arrive(self, t, rid):
         """An ARRIVE event at ``t`` that has already passed the API server."""

@@ -24,8 +24,8 @@ FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficie
               "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
 #: A serving framework's host costs beyond the common baseline are the framework's, not the
 #: hardware's (scheduler and input preparation per iteration; output processing per sequence that
-#: emits a token; input preparation per prompt token; the API server per request; launching the
-#: layers of a pass no CUDA graph holds): ``--fit`` fits
+#: emits a token; input preparation per prompt token; the API server per request and per prompt
+#: token; launching the layers of a pass no CUDA graph holds): ``--fit`` fits
 #: the calibration's overheads (the baseline, pinned by the neutral ``generic`` profile's rows too)
 #: plus these ``framework.<profile>.<field>`` on top of them per named profile with at least
 #: MIN_FRAMEWORK_ROWS fitted rows, on all of that profile's rows at once; other profiles keep their
@@ -33,12 +33,14 @@ FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficie
 MIN_FRAMEWORK_ROWS = 3
 FRAMEWORK_HOST = {"step_overhead_s": (0.0, 0.02, 1e-3), "per_output_token_s": (0.0, 5e-4, 1e-5),
                   "per_prefill_token_s": (0.0, 5e-5, 1e-6), "per_request_s": (0.0, 0.02, 1e-3),
+                  "per_request_token_s": (0.0, 2e-5, 1e-6),
                   "eager_layer_s": (0.0, 1e-3, 1e-5), "host_overlap": (0.0, 1.0, 0.1)}
 #: (host_overlap, the part of the host work an overlap scheduler runs beside the GPU, is fitted
 #: only for profiles that schedule ahead: a synchronous loop has nothing to overlap)
-#: (the API server's time per request is bounded at 20 ms: parsing, tokenising up to 8k tokens with
-#: a fast tokenizer and handing over take milliseconds; a fit pressing on the bound says the data
-#: wants a mechanism these terms do not have, not a slower tokenizer)
+#: (the API server's time per request is bounded at 20 ms and per prompt token at 20 us: parsing,
+#: tokenising up to 8k tokens with a fast tokenizer and handing over take milliseconds; a fit
+#: pressing on a bound says the data wants a mechanism these terms do not have, not a slower
+#: tokenizer)
 #: Rows of a profile needed before its per-token, per-prompt-token and per-request terms are fitted
 #: (one number per profile needs a few rows; four need rows at several loads and lengths).
 MIN_FRAMEWORK_ROWS_ALL = 20
