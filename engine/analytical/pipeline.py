@@ -265,9 +265,8 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
         return out
     _flops_bytes(specs, sm_r, x, out)
     if opt.chunk_search:
-        c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches,
-                                               specs.per_request_overhead_s, opt.chunk_candidates)
-        t_star = t_star + (req - specs.per_request_overhead_s)    # the API server's per-token part
+        c_star, t_star = prefill.optimal_chunk(sm, m, B, S, pp, opt.pp_microbatches, req,
+                                               opt.chunk_candidates)
         out.update(chunk_star=c_star, ttft_at_chunk_star_ms=nan_if_not_fit(t_star * 1e3))
     if opt.disagg.enabled:
         _disagg(specs, x, sm, ttft_s, tpot_s, fits, out)

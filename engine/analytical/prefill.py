@@ -139,7 +139,7 @@ def optimal_chunk(sm, m: ModelSpec, B, S, pp, mb, per_request_s, candidates):
                            for k, v in sm.__dict__.items()})
     if sm.kern is not None:
         sm_e = replace(sm_e, kern=sm.kern.expand(ex))
-    t = ttft(sm_e, m, ex(B), S_, Cs, ex(pp), ex(mb), per_request_s)["ttft_s"]
+    t = ttft(sm_e, m, ex(B), S_, Cs, ex(pp), ex(mb), ex(per_request_s))["ttft_s"]
     i = np.argmin(t, axis=-1)
     best_c = np.take_along_axis(np.broadcast_to(Cs, t.shape), i[..., None], -1)[..., 0]
     return best_c, np.take_along_axis(t, i[..., None], -1)[..., 0]

@@ -106,15 +106,20 @@ def confidence(jac: np.ndarray, cost: float, lo, hi, x, max_halfwidth=None, rcon
     return sigma, np.clip(x - half, lo, hi), np.clip(x + half, lo, hi), ident
 
 
-def fd_jacobian(residuals, x, lo, hi, step) -> np.ndarray:
-    """Central differences of ``residuals`` at ``x`` (one-sided at a bound), step per coordinate."""
+def fd_jacobian(residuals, x, lo, hi, step, forward: bool = False, r0=None) -> np.ndarray:
+    """Finite differences of ``residuals`` at ``x``, absolute step per coordinate: central
+    (one-sided at a bound), or ``forward`` (backward where x + step passes the upper bound), the
+    latter reusing ``r0`` = residuals(x) when given (n evaluations instead of 2n)."""
     step = np.broadcast_to(np.asarray(step, dtype=float), x.shape)
-    r0 = np.asarray(residuals(x), dtype=float)
+    r0 = np.asarray(residuals(x) if r0 is None else r0, dtype=float)
     cols = []
     for i in range(x.size):
         a, b = x.copy(), x.copy()
-        a[i] = min(x[i] + step[i], hi[i])
-        b[i] = max(x[i] - step[i], lo[i])
+        if forward:
+            a[i] = x[i] + step[i] if x[i] + step[i] <= hi[i] else max(x[i] - step[i], lo[i])
+        else:
+            a[i] = min(x[i] + step[i], hi[i])
+            b[i] = max(x[i] - step[i], lo[i])
         if a[i] == b[i]:
             cols.append(np.zeros_like(r0))
             continue
@@ -126,14 +131,13 @@ def fd_jacobian(residuals, x, lo, hi, step) -> np.ndarray:
 
 def forward_jacobian(residuals, lo, hi, step):
     """(residual function, Jacobian function) for scipy's least_squares with forward differences
-    of *absolute* steps ``step`` per coordinate (backward where x + step passes the upper bound).
+    of *absolute* steps ``step`` per coordinate (``fd_jacobian(forward=True)``).
 
     scipy's own ``diff_step`` is relative: its step is diff_step x |x|, so a coordinate at or near
     0 (a host term that starts at 0) is probed by a step of ~0, which a stochastic objective
     (a DES) cannot resolve, and the coordinate never leaves 0. The residual function remembers its
     last point, so the Jacobian at the point scipy just evaluated costs n evaluations, as scipy's
     2-point scheme does."""
-    step = np.asarray(step, dtype=float)
     last: dict = {}
 
     def fun(x):
@@ -143,18 +147,9 @@ def forward_jacobian(residuals, lo, hi, step):
 
     def jac(x, *_):
         x = np.asarray(x, dtype=float)
-        r0 = last["r"] if "x" in last and np.array_equal(last["x"], x) else np.asarray(residuals(x), float)
-        cols = []
-        for i in range(x.size):
-            a = x.copy()
-            h = step[i] if x[i] + step[i] <= hi[i] else -min(step[i], x[i] - lo[i])
-            if h == 0:
-                cols.append(np.zeros_like(r0))
-                continue
-            a[i] = x[i] + h
-            cols.append((np.asarray(residuals(a), float) - r0) / h)
+        r0 = last["r"] if "x" in last and np.array_equal(last["x"], x) else None
         last.clear()
-        return np.column_stack(cols)
+        return fd_jacobian(residuals, x, lo, hi, step, forward=True, r0=r0)
 
     return fun, jac
 

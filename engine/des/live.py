@@ -127,9 +127,8 @@ class LiveEngine:
         self.overhead_s = specs.calibration.per_request_overhead_s
         # the framework's per-request time at one API server in arrival order, as the event loop
         # serves it (engine.des.cluster.loop.ApiServer)
-        self.api_s = specs.framework.per_request_s
-        self._api = ApiServer(self.api_s, specs.framework.per_request_dist, des.seed,
-                              specs.framework.per_request_token_s)
+        fw = specs.framework
+        self._api = ApiServer(fw.per_request_s, fw.per_request_dist, des.seed, fw.per_request_token_s)
         #: the longest request served (prompt + output tokens): the model's context length
         #: (``ModelSpec.context_length``) or one replica's KV cache, whichever is smaller
         self.kv_tokens = (blocks - int(des.kv.watermark * blocks)) * des.kv.block_size

@@ -70,9 +70,6 @@ class Loop:
                  handoff_s=None, hooks=NO_HOOKS, des=None, api_s: float = 0.0,
                  api_dist: str = "fixed", api_token_s: float = 0.0):
         self.st, self.replicas, self.router = st, replicas, router
-        # the framework's per-request host time, served by one API server in arrival order
-        # (``_through_api``); 0: requests reach the scheduler after ``request_overhead_s`` alone
-        self.api_s = float(api_s)
         self.users, self.think, self.oh = users, think_time_s, request_overhead_s
         self.max_blocks, self.bs = max_blocks_per_request, block_size
         self.bucket = bucket            # (rate, size) or None
@@ -96,8 +93,10 @@ class Loop:
         # client round trip: half on the way in (with the request overhead), half on the way out
         self._rtt_half = self.des.clients.client_rtt_ms * 5e-4 if self.des is not None else 0.0
         self.oh += self._rtt_half
-        self._api = ApiServer(self.api_s, api_dist, self.des.seed if self.des is not None else 0,
-                              api_token_s)
+        # the framework's per-request and per-prompt-token host time, served by one API server in
+        # arrival order (``_through_api``); both 0: requests reach the scheduler after
+        # ``request_overhead_s`` alone
+        self._api = ApiServer(api_s, api_dist, self.des.seed if self.des is not None else 0, api_token_s)
         self._api_on = self._api.on
 
     def _push(self, t, prio, kind, rep=None, version=0):
