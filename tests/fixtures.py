@@ -89,10 +89,11 @@ def specs(**options) -> Specs:
 
 #: A framework profile's fitted host terms switched off (``with_fields(s, framework=NO_HOST)``): for
 #: tests that derive pass times by hand from the operators and the calibration's overheads alone.
-NO_HOST = dict(step_overhead_s=0.0, per_output_token_s=0.0, per_prefill_token_s=0.0, per_request_s=0.0,
-               per_request_token_s=0.0, eager_layer_s=0.0)
+NO_HOST = dict(step_overhead_s=0.0, per_output_token_s=0.0, per_streamed_token_s=0.0, per_prefill_token_s=0.0,
+               per_request_s=0.0, per_request_token_s=0.0, eager_layer_s=0.0)
 #: ... the same as command-line overrides, for tests that compose (or run a CLI)
 NO_HOST_OVERRIDES = ("framework.step_overhead=0us", "framework.per_output_token_overhead=0us",
+                     "framework.per_streamed_token_overhead=0us",
                      "framework.per_prefill_token_overhead=0us", "framework.per_request_overhead=0us",
                      "framework.per_request_token_overhead=0us", "framework.eager_layer_overhead=0us")
 

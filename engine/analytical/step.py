@@ -24,7 +24,8 @@ Three operators, each bound by its own roof (``roofline = "op"``; "pass" takes o
              1: max(device, host); ``wall``, ``cold``, ``serial``)
 (step_overhead = the calibration's scheduler step_overhead + launch_overhead + the framework
 profile's step_overhead, per pass; per_token_overhead = the calibration's + the profile's
-per_output_token_overhead, per sequence emitting a token; per_prefill_token = the profile's
+per_output_token_overhead, per sequence emitting a token, + its per_streamed_token_overhead when the
+workload's requests stream (``WorkloadSpec.streams``: a response built every iteration); per_prefill_token = the profile's
 per_prefill_token_overhead, per prompt token of the pass (T - Bd: the tokens that are not one
 decoding sequence's); host work the GPU waits for in a synchronous loop, so it adds to the pass,
 and runs beside the GPU's pass under an overlap scheduler (the fraction host_overlap of it). An eager pass (one
@@ -434,7 +435,8 @@ def build(specs: Specs, tp, pp, ep, sp, peak_flops_s=None, hbm_bandwidth_bytes_s
         comm_latency_s=c0,
         comm_s_per_token=c1,
         step_overhead_s=cal.step_overhead_s + cal.launch_overhead_s + fw.step_overhead_s,
-        per_token_overhead_s=cal.per_token_overhead_s + fw.per_output_token_s,
+        per_token_overhead_s=cal.per_token_overhead_s + fw.per_output_token_s
+        + (fw.per_streamed_token_s if specs.workload.streams() else 0.0),
         per_prefill_token_s=fw.per_prefill_token_s,
         eager_s=L * fw.eager_layer_s,
         captured=tuple(sorted(float(x) for x in fw.cuda_graph_sizes)),

@@ -67,6 +67,13 @@ class FrameworkSpec:
     per_output_token_s: host time per sequence that emits a token in an iteration (sampling,
         per-request output processing, detokenise, stream), on top of the calibration's
         per-token overhead;
+    per_streamed_token_s: host time per sequence that emits a token in an iteration *when its
+        request streams* (``workload.streaming``), on top of ``per_output_token_s``: the engine
+        loop builds and hands over a response for every streaming request every iteration
+        (TensorRT-LLM's PyExecutor ``_handle_responses`` / ``_enqueue_responses`` to the API
+        server's proxy), while a request that does not stream gets one response when it finishes
+        (trtllm-bench's default, offline throughput runs); like the other per-sequence host work
+        it hides behind the GPU by ``host_overlap``;
     per_prefill_token_s: host time per prompt token scheduled in an iteration (token ids,
         positions and KV slot mapping prepared on the host and copied to the device);
     eager_layer_s: host time per decoder layer of a pass that is not replayed from a CUDA graph
@@ -124,6 +131,8 @@ class FrameworkSpec:
     step_overhead_s: float = param(0.0, key="step_overhead", unit="us", zero=True, range=(0.0, 1.0))
     per_output_token_s: float = param(0.0, key="per_output_token_overhead", unit="us", zero=True,
                                       range=(0.0, 1e-2))
+    per_streamed_token_s: float = param(0.0, key="per_streamed_token_overhead", unit="us", zero=True,
+                                        range=(0.0, 1e-2))
     per_prefill_token_s: float = param(0.0, key="per_prefill_token_overhead", unit="us", zero=True,
                                        range=(0.0, 1e-3))
     eager_layer_s: float = param(0.0, key="eager_layer_overhead", unit="us", zero=True,
@@ -216,6 +225,7 @@ class FrameworkSpec:
             raise SpecError(f"{g}.watermark", self.watermark, "a fraction in [0, 1)")
         non_negative(g, "step_overhead", self.step_overhead_s, unit="s")
         non_negative(g, "per_output_token_overhead", self.per_output_token_s, unit="s")
+        non_negative(g, "per_streamed_token_overhead", self.per_streamed_token_s, unit="s")
         non_negative(g, "per_prefill_token_overhead", self.per_prefill_token_s, unit="s")
         non_negative(g, "per_request_overhead", self.per_request_s, unit="s")
         non_negative(g, "per_request_token_overhead", self.per_request_token_s, unit="s")
@@ -241,6 +251,7 @@ def host_costs_text(fw: FrameworkSpec) -> str:
     on top of the calibration's overheads (per pass, per sequence emitting a token, per prompt
     token, per request and per prompt token before the scheduler)."""
     parts = [(fw.step_overhead_s, "per pass"), (fw.per_output_token_s, "per sequence emitting a token"),
+             (fw.per_streamed_token_s, "per streaming sequence emitting a token"),
              (fw.per_prefill_token_s, "per prompt token"), (fw.per_request_s, "per request"),
              (fw.per_request_token_s, "per prompt token in the API server"),
              (fw.eager_layer_s, "per layer of an eager pass")]

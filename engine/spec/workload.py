@@ -20,6 +20,8 @@ TIME_UNITS = ("auto", "s", "ms", "us", "datetime")
 TRACE_FORMATS = ("auto", "csv", "json", "jsonl", "parquet")
 #: Benchmark-client profiles (engine.des.workload.clients.PROFILES; none = the engine.des settings).
 CLIENTS = ("none", "vllm_bench", "sglang_bench", "aiperf", "guidellm", "inference_perf")
+#: Whether requests stream their tokens (``WorkloadSpec.streaming``).
+STREAMING = ("auto", "always", "never")
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,12 @@ class WorkloadSpec:
     seed: every random draw of the stream;
     client: the benchmark tool that sends the stream (engine.des.workload.clients: its start-up,
         warm-up, run length when num_requests is 0, exact lengths and TPOT definition set the
-        engine.des client fields); none = those engine.des settings as configured.
+        engine.des client fields); none = those engine.des settings as configured;
+    streaming: whether each request streams its tokens back as they come (an OpenAI-style
+        ``stream: true`` request, every serving benchmark client) or gets its whole answer at the
+        end (offline runs: trtllm-bench, vLLM's and SGLang's offline engines): always | never |
+        auto (every arrival process but ``batch`` streams). A streamed request costs the engine
+        host work in every iteration it emits a token (``framework.per_streamed_token_overhead``).
     """
 
     prompt_len: int
@@ -136,8 +143,13 @@ class WorkloadSpec:
     priority_fraction: float = 0.0
     seed: int = 0
     client: str = "none"
+    streaming: str = "auto"
 
     _group = "workload"
+
+    def streams(self) -> bool:
+        """Whether the requests stream their tokens (``streaming``; auto: all arrivals but batch)."""
+        return self.streaming == "always" or (self.streaming == "auto" and self.arrival != "batch")
 
     def __post_init__(self):
         g = self._group
@@ -157,6 +169,7 @@ class WorkloadSpec:
             raise SpecError(f"{g}.priority_fraction", self.priority_fraction, "a fraction in [0, 1]")
         positive_int(g, "seed", self.seed, minimum=0)
         one_of(g, "client", self.client, CLIENTS)
+        one_of(g, "streaming", self.streaming, STREAMING)
         self.prompt_dist.check(f"{g}.prompt_dist")
         self.output_dist.check(f"{g}.output_dist")
         self.trace.check(f"{g}.trace")

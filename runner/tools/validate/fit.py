@@ -24,7 +24,7 @@ FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficie
               "per_token_overhead_s": (0.0, 2e-4, 1e-5), "per_request_overhead_s": (0.0, 0.05, 1e-3)}
 #: A serving framework's host costs beyond the common baseline are the framework's, not the
 #: hardware's (scheduler and input preparation per iteration; output processing per sequence that
-#: emits a token; input preparation per prompt token; the API server per request and per prompt
+#: emits a token, and per streaming one; input preparation per prompt token; the API server per request and per prompt
 #: token; launching the layers of a pass no CUDA graph holds): ``--fit`` fits
 #: the calibration's overheads (the baseline, pinned by the neutral ``generic`` profile's rows too)
 #: plus these ``framework.<profile>.<field>`` on top of them per named profile with at least
@@ -32,6 +32,7 @@ FIT_PARAMS = {"compute_efficiency": (0.2, 1.0, "log"), "memory_bandwidth_efficie
 #: values, ``generic`` stays neutral. (low, high, optimiser unit) per field.
 MIN_FRAMEWORK_ROWS = 3
 FRAMEWORK_HOST = {"step_overhead_s": (0.0, 0.02, 1e-3), "per_output_token_s": (0.0, 5e-4, 1e-5),
+                  "per_streamed_token_s": (0.0, 5e-4, 1e-5),
                   "per_prefill_token_s": (0.0, 5e-5, 1e-6), "per_request_s": (0.0, 0.02, 1e-3),
                   "per_request_token_s": (0.0, 2e-5, 1e-6),
                   "eager_layer_s": (0.0, 1e-3, 1e-5), "host_overlap": (0.0, 1.0, 0.1)}
