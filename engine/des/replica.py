@@ -170,7 +170,7 @@ class Replica(Queue, Admission, Departures):
         (engine.des.ahead), unless the replica would otherwise idle."""
         self.plan_pending = False
         self.t_plan = t
-        hidden = ahead.hide_new(self, t)
+        hidden = ahead.hide_new(self, t) if self.ahead else ()
         p = self.sched.schedule(self, t)
         if hidden:
             ahead.restore(self, hidden)
@@ -228,7 +228,7 @@ class Replica(Queue, Admission, Departures):
         run = self.run
         if run is None or run.__class__ is not DecodeRun or self.plan_pending:
             return None
-        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
+        j = int(run.cum.searchsorted(t - run.start)) + 1     # side="left"
         if self.ahead:
             j = ahead.extra_step(self, run, j, t)
         if j >= run.k:
@@ -244,43 +244,46 @@ class Replica(Queue, Admission, Departures):
         n = self.n
         decode = run.__class__ is DecodeRun
         if decode:
-            cum, k, x = run.cum, run.k, run.steps
+            cum, k, x, emit = run.cum, run.k, run.steps, run.emit
             t0 = run.start
             dur = float(cum[-1])
-            sl = slice(0, n)
-            if run.emit is None:
+            last = self.last[:n]      # views of the running slots
+            if emit is None:
                 self.ctx[:n] += k         # rows of _ints (views): two in-place adds, no temporary
                 self.left[:n] -= k
-                tok = k
+                ntok = n * k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
-                tok = run.emit[-1]
-                self.ctx[sl] += tok
-                self.left[sl] -= tok
+                tok = emit[-1]
+                self.ctx[:n] += tok
+                self.left[:n] -= tok
+                ntok = int(tok.sum())
                 st.spec_steps += k * n
-                st.spec_tokens += int(tok.sum())
+                st.spec_tokens += ntok
             tc = t                    # when the clients see the run's last tokens
             if self.frontend is None:
-                st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
+                st.add_itl(t0 + cum[0] - last, 1.0)
                 if k > 1:
                     st.add_itl(x[1:], float(n))
             else:                     # each step's tokens as the front end delivers them
-                per = n if run.emit is None else np.diff(run.emit.sum(axis=1), prepend=0)
+                per = n if emit is None else np.diff(emit.sum(axis=1), prepend=0)
                 f = self.frontend.run(t0 + cum, per)
-                st.add_itl(f[0] - self.last[sl], 1.0)
+                st.add_itl(f[0] - last, 1.0)
                 if k > 1:
                     st.add_itl(np.diff(f), float(n))
                 tc = float(f[-1])
-            self.last[sl] = tc
-            self.hooks.decode_run(self, t0, cum, run.emit, n)
+            last.fill(tc)
+            if self.hooks is not NO_FEATURE:
+                self.hooks.decode_run(self, t0, cum, emit, n)
             self.power.charge_run(self, run, t)
-            st.decode_tokens += n * k if run.emit is None else int(tok.sum())
-            if (run.at_completion is None or run.emit is not None) and not self.reserves:
+            st.decode_tokens += ntok
+            if (run.at_completion is None or emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
-                # reservation keeps its prompt + output blocks)
-                newb = -(-(self.ctx[sl] - self.cached[sl]) // self.bs)
-                self.kv.give(int((self.blocks[sl] - newb).sum()))
-                self.blocks[sl] = newb
-            st.tokens_out += n * k if run.emit is None else int(tok.sum())
+                # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
+                blk = self.blocks[:n]
+                newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
+                self.kv.give(int(np.add.reduce(blk)) - int(np.add.reduce(newb)))
+                blk[:] = newb
+            st.tokens_out += ntok
             self.iterations += k
             batch = n
             prefill = 0
@@ -293,11 +296,13 @@ class Replica(Queue, Admission, Departures):
                 m += 0 if didx is None else (nd if em is None else int(em.sum()))
                 tc = self.frontend.batch(t, m)
             if didx is not None:
+                # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
+                sel = slice(0, nd) if didx[-1] == nd - 1 else didx
                 inc = 1 if em is None else em
-                self.ctx[didx] += inc
-                self.left[didx] -= inc
-                st.add_itl(tc - self.last[didx], 1.0)
-                self.last[didx] = tc
+                self.ctx[sel] += inc
+                self.left[sel] -= inc
+                st.add_itl(tc - self.last[sel], 1.0)
+                self.last[sel] = tc
                 ne = nd if em is None else int(em.sum())
                 st.tokens_out += ne
                 st.decode_tokens += ne
@@ -305,21 +310,26 @@ class Replica(Queue, Admission, Departures):
                     st.spec_steps += nd
                     st.spec_tokens += ne
                     self.unreserve(didx)            # the lookahead blocks
-            self.hooks.iteration(self, didx, em, t)
+            if self.hooks is not NO_FEATURE:
+                self.hooks.iteration(self, didx, em, t)
             # shared by the iteration's tokens (q per verifying decode)
             self.power.charge_iteration(self, run, t, 1.0 if em is None else self.decoding.q)
             prefill = 0
-            maybe_done = didx is not None and self.left[didx].min() <= 0
+            maybe_done = didx is not None and self.left[sel].min() <= 0
+            ctx, pf, left = self.ctx, self.pf, self.left
             for s, c in chunks:
-                self.ctx[s] += c
-                self.pf[s] -= c
+                ctx[s] += c
+                pf[s] -= c
                 prefill += c
-                if self.pf[s] == 0:
+                if pf[s] == 0:
                     self._emit_first(s, t, tc)
-                    maybe_done = maybe_done or self.left[s] <= 0
+                    maybe_done = maybe_done or left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
-        ahead.mark_end(self, run, decode, t)
+        if self.ahead:
+            ahead.mark_end(self, run, decode, t)
+        else:                         # only the schedule-ahead plan reads t_last_start
+            self.t_end = t
         self.busy_s += dur
         self.kv_area += run.used * dur
         self.batch_area += batch * dur

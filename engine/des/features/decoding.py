@@ -12,6 +12,9 @@ import numpy as np
 
 from engine.des.runs import DecodeRun
 
+# the reductions of ndarray.min/.sum without their Python-level wrappers (same ufunc reductions)
+_min, _sum = np.minimum.reduce, np.add.reduce
+
 
 class PlainDecoding:
     """One token per decoding sequence per step."""
@@ -34,7 +37,7 @@ class PlainDecoding:
         n = rep.n
         bs = rep.bs
         kv = rep.kv
-        lmin = int(rep.left[:n].min())     # the run ends at a completion when it takes lmin steps
+        lmin = int(_min(rep.left[:n]))     # the run ends at a completion when it takes lmin steps
         kmax = lmin if lmin <= rep.max_run else rep.max_run
         pc = kv.prefix
         ctx = rep.ctx[:n]
@@ -44,7 +47,7 @@ class PlainDecoding:
         if rep.reserves:
             need = int(np.maximum(newb - blk, 0).sum())
         else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
-            need = int(newb.sum()) - (kv.used - (pc.pages if pc is not None else 0))
+            need = int(_sum(newb)) - (kv.total - kv.free - (pc.pages if pc is not None else 0))
         avail = kv.avail()
         k = kmax
         if need > avail:
@@ -72,14 +75,14 @@ class PlainDecoding:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
         # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        p0 = float(ctx.sum() + n)
+        p0 = float(_sum(ctx) + n)
         x = rep.step_times(n, p0, k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()
         x, busy, energy, pstate = rep.power.price_run(t, x, n, p0, k)
-        cum = np.cumsum(x)
-        rep.run = DecodeRun(t, cum, k, kv.used, k == lmin, x, None, busy,
+        cum = x.cumsum()
+        rep.run = DecodeRun(t, cum, k, kv.total - kv.free, k == lmin, x, None, busy,
                             energy, pstate)
         return t + float(cum[-1])
 
