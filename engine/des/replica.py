@@ -50,6 +50,9 @@ from engine.des.schedulers import make as make_scheduler
 from engine.des.state import State
 
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
+#: added to rows 1:3 of ``Replica._ints`` (ctx, left) by a step that emits one token per sequence
+_ONE_STEP = np.array([[1], [-1]], np.int64)
+_sum = np.add.reduce          # ndarray.sum without its Python-level wrapper (same reduction)
 
 
 def _no_preempt_hook(rep, s) -> None:
@@ -82,6 +85,7 @@ class Replica(Queue, Admission, Departures):
         for i, name in enumerate(_INTS):
             setattr(self, name, self._ints[i])
         self.last = np.full(S, np.nan)
+        self._step = np.zeros((2, 1), np.int64)   # (k, -k) of a decode run (``finish``)
         self.n = 0
         self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
@@ -197,28 +201,32 @@ class Replica(Queue, Admission, Departures):
     def mixed(self, t, chunks, didx):
         """Price one iteration: the decoding sequences ``didx`` (KV already reserved) plus the
         prompt ``chunks``."""
+        ctx = self.ctx
         if didx is not None:
             nd = len(didx)
-            pd = int(self.ctx[didx].sum()) + nd
+            # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
+            pd = int(_sum(ctx[:nd] if didx[-1] == nd - 1 else ctx[didx])) + nd
         else:
             nd, pd = 0, 0
         T, logits = nd, nd
         pieces = []
+        pf = self.pf
         for s, c in chunks:
-            k = int(self.ctx[s])
             T += c
-            pieces.append((c, k))
-            if c == self.pf[s]:
+            pieces.append((c, int(ctx[s])))
+            if c == pf[s]:
                 logits += 1
         pieces = tuple(pieces)
         emit = self.decoding.mixed_emit(self, didx) if nd else None
         dt, busy = self.decoding.mixed_price(self, T, logits, pieces, nd, pd, emit)
         if self.host_overlap and t != self.t_end:     # an idle engine starts it: host work exposed
             dt += self.step_time.cold(T, logits, pieces, nd, pd)
-        dt += self.kv.take_pending()
+        kv = self.kv
+        if kv.pending_s:              # swap transfers before it
+            dt += kv.take_pending()
         self.st.prefill_tokens += T - nd
         dt, energy, pstate = self.power.price_one(t, dt, busy)
-        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate, emit)
+        self.run = MixedRun(t, dt, chunks, didx, kv.total - kv.free, nd, busy, energy, pstate, emit)
         return t + dt
 
     def truncate(self, t):
@@ -249,8 +257,10 @@ class Replica(Queue, Admission, Departures):
             dur = float(cum[-1])
             last = self.last[:n]      # views of the running slots
             if emit is None:
-                self.ctx[:n] += k         # rows of _ints (views): two in-place adds, no temporary
-                self.left[:n] -= k
+                step = self._step         # ctx += k, left -= k: rows 1 and 2 of _ints, one add
+                step[0, 0] = k
+                step[1, 0] = -k
+                self._ints[1:3, :n] += step
                 ntok = n * k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
                 tok = emit[-1]
@@ -298,9 +308,11 @@ class Replica(Queue, Admission, Departures):
             if didx is not None:
                 # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
                 sel = slice(0, nd) if didx[-1] == nd - 1 else didx
-                inc = 1 if em is None else em
-                self.ctx[sel] += inc
-                self.left[sel] -= inc
+                if em is None:            # ctx += 1, left -= 1: rows 1 and 2 of _ints, one add
+                    self._ints[1:3, sel] += _ONE_STEP
+                else:
+                    self.ctx[sel] += em
+                    self.left[sel] -= em
                 st.add_itl(tc - self.last[sel], 1.0)
                 self.last[sel] = tc
                 ne = nd if em is None else int(em.sum())
