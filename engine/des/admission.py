@@ -36,6 +36,8 @@ import heapq
 
 import numpy as np
 
+from engine.des.state import isum
+
 
 class Admission:
     """Admission, reservation and preemption of ``Replica`` (see the module docstring)."""
@@ -201,7 +203,7 @@ class Admission:
         sel = slice(0, nd) if didx[-1] == nd - 1 else didx
         newb = (self.ctx[sel] + self.bs - self.cached[sel]) // self.bs   # ceil((ctx + 1 - cached) / bs)
         blk = self.blocks[sel]
-        need = int(np.add.reduce(np.maximum(newb - blk, 0)))             # ``need(didx, 1)``
+        need = isum(np.maximum(newb - blk, 0))                           # ``need(didx, 1)``
         if need > self.kv.avail():
             self.make_room(1)
             didx = (self.pf[:self.n] == 0).nonzero()[0]

@@ -47,12 +47,11 @@ from engine.des.kv import KvPool, PrefixCache
 from engine.des.queue import KEYS, Queue
 from engine.des.runs import DecodeRun, MixedRun
 from engine.des.schedulers import make as make_scheduler
-from engine.des.state import State
+from engine.des.state import State, imin, isum
 
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
 #: added to rows 1:3 of ``Replica._ints`` (ctx, left) by a step that emits one token per sequence
 _ONE_STEP = np.array([[1], [-1]], np.int64)
-_sum = np.add.reduce          # ndarray.sum without its Python-level wrapper (same reduction)
 
 
 def _no_preempt_hook(rep, s) -> None:
@@ -205,7 +204,7 @@ class Replica(Queue, Admission, Departures):
         if didx is not None:
             nd = len(didx)
             # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
-            pd = int(_sum(ctx[:nd] if didx[-1] == nd - 1 else ctx[didx])) + nd
+            pd = isum(ctx[:nd] if didx[-1] == nd - 1 else ctx[didx]) + nd
         else:
             nd, pd = 0, 0
         T, logits = nd, nd
@@ -291,7 +290,7 @@ class Replica(Queue, Admission, Departures):
                 # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
                 blk = self.blocks[:n]
                 newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
-                self.kv.give(int(np.add.reduce(blk)) - int(np.add.reduce(newb)))
+                self.kv.give(isum(blk) - isum(newb))
                 blk[:] = newb
             st.tokens_out += ntok
             self.iterations += k
@@ -327,7 +326,7 @@ class Replica(Queue, Admission, Departures):
             # shared by the iteration's tokens (q per verifying decode)
             self.power.charge_iteration(self, run, t, 1.0 if em is None else self.decoding.q)
             prefill = 0
-            maybe_done = didx is not None and self.left[sel].min() <= 0
+            maybe_done = didx is not None and imin(self.left[sel]) <= 0
             ctx, pf, left = self.ctx, self.pf, self.left
             for s, c in chunks:
                 ctx[s] += c

@@ -12,6 +12,21 @@ ITL_LO = -6.0
 _ITL_NBINS = int(9 * ITL_BINS_PER_DECADE) + 1
 
 
+#: below this many elements a slot array's integer reduction runs in plain Python (``isum``)
+_SMALL = 48
+
+
+def isum(a) -> int:
+    """Sum of a 1-D integer array (a replica's slot row): plain Python on its list below
+    ``_SMALL`` elements, where numpy's per-call overhead is most of the time; exact either way."""
+    return sum(a.tolist()) if len(a) < _SMALL else int(np.add.reduce(a))
+
+
+def imin(a) -> int:
+    """Minimum of a non-empty 1-D integer array (``isum``'s plain-Python path below ``_SMALL``)."""
+    return min(a.tolist()) if len(a) < _SMALL else int(np.minimum.reduce(a))
+
+
 class State:
     """Timestamps (s, NaN until set) and counters of every request, plus run-wide statistics."""
 

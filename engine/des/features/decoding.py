@@ -11,9 +11,7 @@ when not even one step fits), at ``max_decode_run`` steps, or early when a reque
 import numpy as np
 
 from engine.des.runs import DecodeRun
-
-# the reductions of ndarray.min/.sum without their Python-level wrappers (same ufunc reductions)
-_min, _sum = np.minimum.reduce, np.add.reduce
+from engine.des.state import imin, isum
 
 
 class PlainDecoding:
@@ -37,7 +35,7 @@ class PlainDecoding:
         n = rep.n
         bs = rep.bs
         kv = rep.kv
-        lmin = int(_min(rep.left[:n]))     # the run ends at a completion when it takes lmin steps
+        lmin = imin(rep.left[:n])     # the run ends at a completion when it takes lmin steps
         kmax = lmin if lmin <= rep.max_run else rep.max_run
         pc = kv.prefix
         ctx = rep.ctx[:n]
@@ -47,7 +45,7 @@ class PlainDecoding:
         if rep.reserves:
             need = int(np.maximum(newb - blk, 0).sum())
         else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
-            need = int(_sum(newb)) - (kv.total - kv.free - (pc.pages if pc is not None else 0))
+            need = isum(newb) - (kv.total - kv.free - (pc.pages if pc is not None else 0))
         avail = kv.avail()
         k = kmax
         if need > avail:
@@ -75,13 +73,13 @@ class PlainDecoding:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
         # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        p0 = float(_sum(ctx) + n)
+        p0 = float(isum(ctx) + n)
         x = rep.step_times(n, p0, k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()
         x, busy, energy, pstate = rep.power.price_run(t, x, n, p0, k)
-        cum = x.cumsum()
+        cum = np.add.accumulate(x)       # x.cumsum(), without its wrapper
         rep.run = DecodeRun(t, cum, k, kv.total - kv.free, k == lmin, x, None, busy,
                             energy, pstate)
         return t + float(cum[-1])
