@@ -361,7 +361,8 @@ class Replica(Queue, Admission, Departures):
         rid = int(self.rid[s])
         self.left[s] -= 1
         st.tokens_out += 1
-        self.hooks.first_token(self, rid, t)
+        if self.hooks is not NO_FEATURE:
+            self.hooks.first_token(self, rid, t)
         if st.first_token[rid] != st.first_token[rid]:
             st.first_token[rid] = tc
             st.first_token_engine[rid] = t
