@@ -290,7 +290,7 @@ class Replica(Queue, Admission, Departures):
                 # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
                 blk = self.blocks[:n]
                 newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
-                self.kv.give(isum(blk) - isum(newb))
+                self.kv.give(isum(blk - newb))
                 blk[:] = newb
             st.tokens_out += ntok
             self.iterations += k
