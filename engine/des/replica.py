@@ -52,6 +52,7 @@ from engine.des.state import State, imin, isum
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
 #: added to rows 1:3 of ``Replica._ints`` (ctx, left) by a step that emits one token per sequence
 _ONE_STEP = np.array([[1], [-1]], np.int64)
+assert _INTS[1:3] == ("ctx", "left")
 
 
 def _no_preempt_hook(rep, s) -> None:
@@ -157,10 +158,11 @@ class Replica(Queue, Admission, Departures):
 
     def enqueue(self, rid: int, t: float) -> None:
         """Request ``rid`` joins the queue at ``t`` (the time kept for ``engine.des.ahead``)."""
-        self.st.queued_s[rid] = t
+        st = self.st
+        st.queued_s[rid] = t
         self.newest_rid = rid
-        if self.st.entered_s[rid] != self.st.entered_s[rid]:
-            self.st.entered_s[rid] = t
+        if st.entered_s[rid] != st.entered_s[rid]:
+            st.entered_s[rid] = t
         if t > self.t_newest:
             self.t_newest = t
         Queue.enqueue(self, rid, t)
