@@ -219,6 +219,11 @@ class StepModel:
         """Roofline time of a pass from its operators: sum of per-operator maxima ("op") or the
         max of the summed compute and summed memory ("pass")."""
         if self.roofline == "op":
+            (c0, m0), (c1, m1), (c2, m2) = ops
+            if (isinstance(c0, float) and isinstance(m0, float) and isinstance(c1, float)
+                    and isinstance(m1, float) and isinstance(c2, float) and isinstance(m2, float)):
+                # one pass priced in plain Python (the DES): the same maxima, summed in the same order
+                return (0 + (c0 if c0 >= m0 else m0)) + (c1 if c1 >= m1 else m1) + (c2 if c2 >= m2 else m2)
             return sum(np.maximum(c, m) for c, m in ops)
         return np.maximum(sum(c for c, _ in ops), sum(m for _, m in ops))
 
@@ -230,7 +235,7 @@ class StepModel:
         g = self.graph_sizes
         if not g:
             return T
-        if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+        if (T.__class__ is float or np.ndim(T) == 0) and (Bd.__class__ is float or np.ndim(Bd) == 0):
             if T != Bd or T > g[-1] or T <= 0:
                 return T
             return float(g[bisect.bisect_left(g, T)])
@@ -247,7 +252,7 @@ class StepModel:
         g = self.captured
         if not g:
             return False if np.ndim(T) == 0 else np.zeros(np.shape(T), bool)
-        if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+        if (T.__class__ is float or np.ndim(T) == 0) and (Bd.__class__ is float or np.ndim(Bd) == 0):
             return bool(T == Bd and 0 < T and (T <= g[-1] if self.padded else T in g))
         Tt = np.asarray(T, dtype=float)
         inside = Tt <= g[-1] if self.padded else np.isin(Tt, g)
@@ -260,7 +265,7 @@ class StepModel:
         if es.__class__ is float or es.__class__ is int:
             if not es:
                 return 0.0
-            if np.ndim(T) == 0 and np.ndim(Bd) == 0:
+            if (T.__class__ is float or np.ndim(T) == 0) and (Bd.__class__ is float or np.ndim(Bd) == 0):
                 return 0.0 if self.graphed(T, Bd) else float(es)
         return np.where(self.graphed(T, Bd), 0.0, es)
 
@@ -287,6 +292,11 @@ class StepModel:
         work hides behind its own device time rather than its predecessor's (equal in a steady
         state; the pass after an idle engine pays all of it: ``cold``)."""
         f = self.host_overlap
+        if isinstance(f, float) and isinstance(device_s, float) and isinstance(host_s, float):
+            if not f:                 # one pass in plain Python (max for np.maximum)
+                return device_s + host_s
+            fh = f * host_s
+            return (1.0 - f) * host_s + (device_s if device_s >= fh else fh)
         if not np.any(f):
             return device_s + host_s
         return (1.0 - f) * host_s + np.maximum(device_s, f * host_s)
@@ -296,6 +306,9 @@ class StepModel:
         it to hide its host work behind, so it pays device + host, min(device, f host) more
         (f = ``host_overlap``; 0 for a synchronous loop) [s]."""
         f = self.host_overlap
+        if isinstance(f, float) and isinstance(device_s, float) and isinstance(host_s, float):
+            fh = f * host_s           # one pass in plain Python (min for np.minimum)
+            return 0.0 * device_s if not f else (device_s if device_s <= fh else fh)
         if not np.any(f):
             return 0.0 * device_s
         return np.minimum(device_s, f * host_s)
@@ -333,7 +346,12 @@ class StepModel:
         Tg = self.graph_tokens(T, Bd)
         ops = self.operators(Tg, n + (Tg - T), *att)
         roof = self.roof(ops)
-        ov = parallel.overlapped(roof, self.comm_s(Tg), self.overlap)
+        comm = self.comm_s(Tg)
+        if isinstance(roof, float) and isinstance(comm, float) and isinstance(self.overlap, float):
+            # ``parallel.overlapped`` of one pass in plain Python (min for np.minimum)
+            ov = roof + comm - self.overlap * (roof if roof <= comm else comm)
+        else:
+            ov = parallel.overlapped(roof, comm, self.overlap)
         if self.host_overlap:
             dev = ov + self.launch_s(T, Bd)
             host = self.host_s(n, T - Bd)

@@ -36,6 +36,8 @@ import heapq
 
 import numpy as np
 
+from engine.des.state import isum
+
 
 class Admission:
     """Admission, reservation and preemption of ``Replica`` (see the module docstring)."""
@@ -194,18 +196,24 @@ class Admission:
         first (``make_room``) when the pool lacks them; returns their slots, or None if none is
         decoding."""
         didx = (self.pf[:self.n] == 0).nonzero()[0]
-        if not len(didx):
+        nd = len(didx)
+        if not nd:
             return None
-        need = self.need(didx, 1)
+        # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
+        sel = slice(0, nd) if didx[-1] == nd - 1 else didx
+        newb = (self.ctx[sel] + self.bs - self.cached[sel]) // self.bs   # ceil((ctx + 1 - cached) / bs)
+        blk = self.blocks[sel]
+        need = isum(np.maximum(newb - blk, 0))                           # ``need(didx, 1)``
         if need > self.kv.avail():
             self.make_room(1)
             didx = (self.pf[:self.n] == 0).nonzero()[0]
             if not len(didx):
                 return None
             need = self.need(didx, 1)
+            own = self.ctx[didx] + 1 - self.cached[didx]
+            sel, newb, blk = didx, -(-own // self.bs), self.blocks[didx]
         self.kv.take(need)
-        own = self.ctx[didx] + 1 - self.cached[didx]
-        self.blocks[didx] = np.maximum(self.blocks[didx], -(-own // self.bs))
+        self.blocks[sel] = np.maximum(blk, newb)
         return didx
 
     def unreserve(self, idx):

@@ -58,10 +58,24 @@ class Departures:
         """Sequences with no tokens left complete at ``t`` (the time their client sees the last
         token: the front end's, engine.des.frontend); their blocks are freed, slots compacted."""
         n = self.n
-        if not n or self.left[:n].min() > 0:
+        if not n:
             return ()
         done = self.left[:n] <= 0
         idx = done.nonzero()[0]
+        if not len(idx):
+            return ()
+        if len(idx) == 1:
+            # one completion (the usual case): its blocks freed, its prefix entries unpinned,
+            # the slots after it moved down one (in order)
+            s = int(idx[0])
+            rid = int(self.rid[s])
+            self.st.completion[rid] = t
+            self._release(s)
+            if s < n - 1:
+                self._ints[:, s:n - 1] = self._ints[:, s + 1:n]
+                self.last[s:n - 1] = self.last[s + 1:n]
+            self.n = n - 1
+            return [rid]
         rid = self.rid[idx]
         self.st.completion[rid] = t
         self.kv.give(int(self.blocks[idx].sum()))

@@ -100,12 +100,18 @@ def step_functions(sm: StepModel, noise: Noise | None):
     one.roof = roof
     one.cold = cold
 
+    grows: dict = {}   # B -> B j for j = 0, 1, ... (exact integers as floats), grown on demand
+
     def run(B, p0, k):
         """Times of k decode steps of B sequences attending p0 + B j positions in all."""
         line = lines.get(B, 0)
         if line == 0:
             line = lines[B] = decode_line(sm, B)
-        P = p0 + float(B) * np.arange(k, dtype=np.float64)
+        Bj = grows.get(B)
+        if Bj is None or k > len(Bj):
+            Bj = grows[B] = float(B) * np.arange(max(k, 64, 0 if Bj is None else 2 * len(Bj)),
+                                                 dtype=np.float64)
+        P = p0 + Bj[:k]
         if line is not None and P[-1] <= line[2]:
             x = line[0] + line[1] * P
         else:

@@ -47,9 +47,12 @@ from engine.des.kv import KvPool, PrefixCache
 from engine.des.queue import KEYS, Queue
 from engine.des.runs import DecodeRun, MixedRun
 from engine.des.schedulers import make as make_scheduler
-from engine.des.state import State
+from engine.des.state import State, imin, isum
 
 _INTS = ("rid", "ctx", "left", "pf", "blocks", "adm", "cached", "nhit")
+#: added to rows 1:3 of ``Replica._ints`` (ctx, left) by a step that emits one token per sequence
+_ONE_STEP = np.array([[1], [-1]], np.int64)
+assert _INTS[1:3] == ("ctx", "left")
 
 
 def _no_preempt_hook(rep, s) -> None:
@@ -82,6 +85,7 @@ class Replica(Queue, Admission, Departures):
         for i, name in enumerate(_INTS):
             setattr(self, name, self._ints[i])
         self.last = np.full(S, np.nan)
+        self._step = np.zeros((2, 1), np.int64)   # (k, -k) of a decode run (``finish``)
         self.n = 0
         self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
@@ -154,10 +158,11 @@ class Replica(Queue, Admission, Departures):
 
     def enqueue(self, rid: int, t: float) -> None:
         """Request ``rid`` joins the queue at ``t`` (the time kept for ``engine.des.ahead``)."""
-        self.st.queued_s[rid] = t
+        st = self.st
+        st.queued_s[rid] = t
         self.newest_rid = rid
-        if self.st.entered_s[rid] != self.st.entered_s[rid]:
-            self.st.entered_s[rid] = t
+        if st.entered_s[rid] != st.entered_s[rid]:
+            st.entered_s[rid] = t
         if t > self.t_newest:
             self.t_newest = t
         Queue.enqueue(self, rid, t)
@@ -170,7 +175,7 @@ class Replica(Queue, Admission, Departures):
         (engine.des.ahead), unless the replica would otherwise idle."""
         self.plan_pending = False
         self.t_plan = t
-        hidden = ahead.hide_new(self, t)
+        hidden = ahead.hide_new(self, t) if self.ahead else ()
         p = self.sched.schedule(self, t)
         if hidden:
             ahead.restore(self, hidden)
@@ -197,28 +202,32 @@ class Replica(Queue, Admission, Departures):
     def mixed(self, t, chunks, didx):
         """Price one iteration: the decoding sequences ``didx`` (KV already reserved) plus the
         prompt ``chunks``."""
+        ctx = self.ctx
         if didx is not None:
             nd = len(didx)
-            pd = int(self.ctx[didx].sum()) + nd
+            # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
+            pd = isum(ctx[:nd] if didx[-1] == nd - 1 else ctx[didx]) + nd
         else:
             nd, pd = 0, 0
         T, logits = nd, nd
         pieces = []
+        pf = self.pf
         for s, c in chunks:
-            k = int(self.ctx[s])
             T += c
-            pieces.append((c, k))
-            if c == self.pf[s]:
+            pieces.append((c, int(ctx[s])))
+            if c == pf[s]:
                 logits += 1
         pieces = tuple(pieces)
         emit = self.decoding.mixed_emit(self, didx) if nd else None
         dt, busy = self.decoding.mixed_price(self, T, logits, pieces, nd, pd, emit)
         if self.host_overlap and t != self.t_end:     # an idle engine starts it: host work exposed
             dt += self.step_time.cold(T, logits, pieces, nd, pd)
-        dt += self.kv.take_pending()
+        kv = self.kv
+        if kv.pending_s:              # swap transfers before it
+            dt += kv.take_pending()
         self.st.prefill_tokens += T - nd
         dt, energy, pstate = self.power.price_one(t, dt, busy)
-        self.run = MixedRun(t, dt, chunks, didx, self.kv.used, nd, busy, energy, pstate, emit)
+        self.run = MixedRun(t, dt, chunks, didx, kv.total - kv.free, nd, busy, energy, pstate, emit)
         return t + dt
 
     def truncate(self, t):
@@ -228,7 +237,7 @@ class Replica(Queue, Admission, Departures):
         run = self.run
         if run is None or run.__class__ is not DecodeRun or self.plan_pending:
             return None
-        j = int(np.searchsorted(run.cum, t - run.start, side="left")) + 1
+        j = int(run.cum.searchsorted(t - run.start)) + 1     # side="left"
         if self.ahead:
             j = ahead.extra_step(self, run, j, t)
         if j >= run.k:
@@ -244,43 +253,48 @@ class Replica(Queue, Admission, Departures):
         n = self.n
         decode = run.__class__ is DecodeRun
         if decode:
-            cum, k, x = run.cum, run.k, run.steps
+            cum, k, x, emit = run.cum, run.k, run.steps, run.emit
             t0 = run.start
             dur = float(cum[-1])
-            sl = slice(0, n)
-            if run.emit is None:
-                self.ctx[:n] += k         # rows of _ints (views): two in-place adds, no temporary
-                self.left[:n] -= k
-                tok = k
+            last = self.last[:n]      # views of the running slots
+            if emit is None:
+                step = self._step         # ctx += k, left -= k: rows 1 and 2 of _ints, one add
+                step[0, 0] = k
+                step[1, 0] = -k
+                self._ints[1:3, :n] += step
+                ntok = n * k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
-                tok = run.emit[-1]
-                self.ctx[sl] += tok
-                self.left[sl] -= tok
+                tok = emit[-1]
+                self.ctx[:n] += tok
+                self.left[:n] -= tok
+                ntok = int(tok.sum())
                 st.spec_steps += k * n
-                st.spec_tokens += int(tok.sum())
+                st.spec_tokens += ntok
             tc = t                    # when the clients see the run's last tokens
             if self.frontend is None:
-                st.add_itl(t0 + cum[0] - self.last[sl], 1.0)
+                st.add_itl(t0 + cum[0] - last, 1.0)
                 if k > 1:
                     st.add_itl(x[1:], float(n))
             else:                     # each step's tokens as the front end delivers them
-                per = n if run.emit is None else np.diff(run.emit.sum(axis=1), prepend=0)
+                per = n if emit is None else np.diff(emit.sum(axis=1), prepend=0)
                 f = self.frontend.run(t0 + cum, per)
-                st.add_itl(f[0] - self.last[sl], 1.0)
+                st.add_itl(f[0] - last, 1.0)
                 if k > 1:
                     st.add_itl(np.diff(f), float(n))
                 tc = float(f[-1])
-            self.last[sl] = tc
-            self.hooks.decode_run(self, t0, cum, run.emit, n)
+            last.fill(tc)
+            if self.hooks is not NO_FEATURE:
+                self.hooks.decode_run(self, t0, cum, emit, n)
             self.power.charge_run(self, run, t)
-            st.decode_tokens += n * k if run.emit is None else int(tok.sum())
-            if (run.at_completion is None or run.emit is not None) and not self.reserves:
+            st.decode_tokens += ntok
+            if (run.at_completion is None or emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
-                # reservation keeps its prompt + output blocks)
-                newb = -(-(self.ctx[sl] - self.cached[sl]) // self.bs)
-                self.kv.give(int((self.blocks[sl] - newb).sum()))
-                self.blocks[sl] = newb
-            st.tokens_out += n * k if run.emit is None else int(tok.sum())
+                # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
+                blk = self.blocks[:n]
+                newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
+                self.kv.give(isum(blk - newb))
+                blk[:] = newb
+            st.tokens_out += ntok
             self.iterations += k
             batch = n
             prefill = 0
@@ -293,11 +307,15 @@ class Replica(Queue, Admission, Departures):
                 m += 0 if didx is None else (nd if em is None else int(em.sum()))
                 tc = self.frontend.batch(t, m)
             if didx is not None:
-                inc = 1 if em is None else em
-                self.ctx[didx] += inc
-                self.left[didx] -= inc
-                st.add_itl(tc - self.last[didx], 1.0)
-                self.last[didx] = tc
+                # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
+                sel = slice(0, nd) if didx[-1] == nd - 1 else didx
+                if em is None:            # ctx += 1, left -= 1: rows 1 and 2 of _ints, one add
+                    self._ints[1:3, sel] += _ONE_STEP
+                else:
+                    self.ctx[sel] += em
+                    self.left[sel] -= em
+                st.add_itl(tc - self.last[sel], 1.0)
+                self.last[sel] = tc
                 ne = nd if em is None else int(em.sum())
                 st.tokens_out += ne
                 st.decode_tokens += ne
@@ -305,21 +323,26 @@ class Replica(Queue, Admission, Departures):
                     st.spec_steps += nd
                     st.spec_tokens += ne
                     self.unreserve(didx)            # the lookahead blocks
-            self.hooks.iteration(self, didx, em, t)
+            if self.hooks is not NO_FEATURE:
+                self.hooks.iteration(self, didx, em, t)
             # shared by the iteration's tokens (q per verifying decode)
             self.power.charge_iteration(self, run, t, 1.0 if em is None else self.decoding.q)
             prefill = 0
-            maybe_done = didx is not None and self.left[didx].min() <= 0
+            maybe_done = didx is not None and imin(self.left[sel]) <= 0
+            ctx, pf, left = self.ctx, self.pf, self.left
             for s, c in chunks:
-                self.ctx[s] += c
-                self.pf[s] -= c
+                ctx[s] += c
+                pf[s] -= c
                 prefill += c
-                if self.pf[s] == 0:
+                if pf[s] == 0:
                     self._emit_first(s, t, tc)
-                    maybe_done = maybe_done or self.left[s] <= 0
+                    maybe_done = maybe_done or left[s] <= 0
             self.iterations += 1
             batch = nd + len(chunks)
-        ahead.mark_end(self, run, decode, t)
+        if self.ahead:
+            ahead.mark_end(self, run, decode, t)
+        else:                         # only the schedule-ahead plan reads t_last_start
+            self.t_end = t
         self.busy_s += dur
         self.kv_area += run.used * dur
         self.batch_area += batch * dur
@@ -340,7 +363,8 @@ class Replica(Queue, Admission, Departures):
         rid = int(self.rid[s])
         self.left[s] -= 1
         st.tokens_out += 1
-        self.hooks.first_token(self, rid, t)
+        if self.hooks is not NO_FEATURE:
+            self.hooks.first_token(self, rid, t)
         if st.first_token[rid] != st.first_token[rid]:
             st.first_token[rid] = tc
             st.first_token_engine[rid] = t

@@ -12,6 +12,21 @@ ITL_LO = -6.0
 _ITL_NBINS = int(9 * ITL_BINS_PER_DECADE) + 1
 
 
+#: below this many elements a slot array's integer reduction runs in plain Python (``isum``)
+_SMALL = 48
+
+
+def isum(a) -> int:
+    """Sum of a 1-D integer array (a replica's slot row): plain Python on its list below
+    ``_SMALL`` elements, where numpy's per-call overhead is most of the time; exact either way."""
+    return sum(a.tolist()) if len(a) < _SMALL else int(np.add.reduce(a))
+
+
+def imin(a) -> int:
+    """Minimum of a non-empty 1-D integer array (``isum``'s plain-Python path below ``_SMALL``)."""
+    return min(a.tolist()) if len(a) < _SMALL else int(np.minimum.reduce(a))
+
+
 class State:
     """Timestamps (s, NaN until set) and counters of every request, plus run-wide statistics."""
 
@@ -64,26 +79,31 @@ class State:
         self.itl_hist = np.zeros(_ITL_NBINS, np.float64)
         self._itl_vals: list = []
         self._itl_wts: list = []
-        self._itl_len = 0
 
     def add_itl(self, values: np.ndarray, weight) -> None:
         """Record inter-token gaps ``values`` [s], each standing for ``weight`` tokens."""
-        self._itl_vals.append(values)
+        vals = self._itl_vals
+        vals.append(values)
         self._itl_wts.append(weight)
-        self._itl_len += 1
-        if self._itl_len >= 16384:
+        if len(vals) >= 16384:
             self.flush_itl()
 
     def flush_itl(self) -> None:
         if not self._itl_vals:
             return
         vals = np.concatenate(self._itl_vals)
-        wts = np.repeat(np.asarray(self._itl_wts, dtype=np.float64), [len(v) for v in self._itl_vals])
+        wts = np.repeat(np.asarray(self._itl_wts, dtype=np.float64), list(map(len, self._itl_vals)))
         ok = vals > 0
-        idx = np.clip(((np.log10(vals[ok]) - ITL_LO) * ITL_BINS_PER_DECADE).astype(np.int64),
-                      0, _ITL_NBINS - 1)
-        self.itl_hist += np.bincount(idx, weights=wts[ok], minlength=_ITL_NBINS)
-        self._itl_vals, self._itl_wts, self._itl_len = [], [], 0
+        if not ok.all():
+            vals, wts = vals[ok], wts[ok]
+        # bin = clip(int((log10(v) - ITL_LO) x bins per decade)), in place on the concatenated copy
+        np.log10(vals, out=vals)
+        vals -= ITL_LO
+        vals *= ITL_BINS_PER_DECADE
+        idx = vals.astype(np.int64)
+        np.clip(idx, 0, _ITL_NBINS - 1, out=idx)
+        self.itl_hist += np.bincount(idx, weights=wts, minlength=_ITL_NBINS)
+        self._itl_vals, self._itl_wts = [], []
 
     def itl_percentiles_ms(self, qs) -> list:
         """Weighted percentiles of the ITL histogram [ms] (bin centres; bins are 1.2 % wide)."""

@@ -11,6 +11,7 @@ when not even one step fits), at ``max_decode_run`` steps, or early when a reque
 import numpy as np
 
 from engine.des.runs import DecodeRun
+from engine.des.state import imin, isum
 
 
 class PlainDecoding:
@@ -34,7 +35,7 @@ class PlainDecoding:
         n = rep.n
         bs = rep.bs
         kv = rep.kv
-        lmin = int(rep.left[:n].min())     # the run ends at a completion when it takes lmin steps
+        lmin = imin(rep.left[:n])     # the run ends at a completion when it takes lmin steps
         kmax = lmin if lmin <= rep.max_run else rep.max_run
         pc = kv.prefix
         ctx = rep.ctx[:n]
@@ -44,7 +45,7 @@ class PlainDecoding:
         if rep.reserves:
             need = int(np.maximum(newb - blk, 0).sum())
         else:   # outside a run every sequence holds exactly ceil(own / bs) blocks
-            need = int(newb.sum()) - (kv.used - (pc.pages if pc is not None else 0))
+            need = isum(newb) - (kv.total - kv.free - (pc.pages if pc is not None else 0))
         avail = kv.avail()
         k = kmax
         if need > avail:
@@ -72,14 +73,14 @@ class PlainDecoding:
             kv.take(need)
             np.maximum(blk, newb, out=blk)
         # CUDA-graph padding and the framework's host costs are the step path's (StepModel)
-        p0 = float(ctx.sum() + n)
+        p0 = float(isum(ctx) + n)
         x = rep.step_times(n, p0, k)
         if kv.pending_s:            # swap transfers before the first step
             x = x.copy()
             x[0] += kv.take_pending()
         x, busy, energy, pstate = rep.power.price_run(t, x, n, p0, k)
-        cum = np.cumsum(x)
-        rep.run = DecodeRun(t, cum, k, kv.used, k == lmin, x, None, busy,
+        cum = np.add.accumulate(x)       # x.cumsum(), without its wrapper
+        rep.run = DecodeRun(t, cum, k, kv.total - kv.free, k == lmin, x, None, busy,
                             energy, pstate)
         return t + float(cum[-1])
 

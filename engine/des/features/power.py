@@ -86,7 +86,7 @@ def roof_functions(sm, one_roof=None):
 def busy_total(busy, j: int) -> float:
     """Roofline-busy seconds of the first j steps of a decode run: ``busy`` an array of step
     roofs or a line (a, b, p0, B): sum_{i<j} a + b (p0 + B i) = j a + b (j p0 + B j (j-1) / 2)."""
-    if isinstance(busy, tuple):
+    if busy.__class__ is tuple:
         a, b, p0, B = busy
         return j * a + b * (j * p0 + B * j * (j - 1) / 2.0)
     return float(busy[:j].sum())
@@ -155,12 +155,18 @@ class Power:
         (a disaggregated pool's KV hand-off step) keeps its energy in the device total only."""
         st, nd, chunks = rep.st, run.nd, run.chunks
         e_it = self.account(run, False, t)
-        n_tok = nd * q + sum(c for _, c in chunks)
+        pre = 0
+        for _, c in chunks:
+            pre += c
+        n_tok = nd * q + pre
         e_tok = e_it / n_tok if n_tok > 0 else 0.0
+        rid = rep.rid
         if nd:
-            st.energy_decode_j[rep.rid[run.didx]] += e_tok * q
+            didx = run.didx     # usually the first nd slots: a slice (a view) reads them cheaper
+            st.energy_decode_j[rid[:nd] if didx[-1] == nd - 1 else rid[didx]] += e_tok * q
+        epf = st.energy_prefill_j
         for s, c in chunks:
-            st.energy_prefill_j[rep.rid[s]] += e_tok * c
+            epf[rid[s]] += e_tok * c
 
     def price(self, t0: float, x: np.ndarray, busy: np.ndarray):
         """Iterations back to back from ``t0`` with nominal times ``x`` and busy parts ``busy``
