@@ -572,10 +572,11 @@ _CONFIG_ROOTS = (Path(__file__).resolve().parent.parent / "conf", experiments.EX
 _MODE_KEY = re.compile(r"\bmode\s*:")
 
 
-def _mode_cannot_be_set(overrides) -> bool:
+def _mode_cannot_be_set(overrides, roots=_CONFIG_ROOTS) -> bool:
     """True when nothing but ``-m`` can make this a multirun: no override or command-line option
     that could bring in ``hydra.mode`` (a ``mode`` key, a ``hydra/`` group, ``hydra.searchpath``,
-    another config dir or name; ``hydra.run.dir`` and the like cannot) and no config file of simllm's with a ``mode:`` key."""
+    another config dir or name; ``hydra.run.dir`` and the like cannot) and no config file of
+    simllm's (under ``roots``) with a ``mode:`` key (``_has_mode_key``)."""
     for o in overrides:
         key = str(o).split("=", 1)[0].lstrip("+~")
         if (key in ("hydra", "mode") or key.endswith(".mode") or key.startswith("hydra/")
@@ -583,14 +584,41 @@ def _mode_cannot_be_set(overrides) -> bool:
             return False
     if any(a.startswith(("-cp", "-cn", "-cd", "--config", "--experimental")) for a in sys.argv[1:]):
         return False
-    for root in _CONFIG_ROOTS:
+    cache = _mode_scan_cache()
+    for root in roots:
         for path in root.rglob("*.yaml"):
             try:
-                if _MODE_KEY.search(path.read_text(encoding="utf-8")):
+                if _has_mode_key(path, cache):
                     return False
             except OSError:
                 return False
     return True
+
+
+def _has_mode_key(path: Path, cache) -> bool:
+    """Does the file have a ``mode:`` key? Read once per version of the file: the answer is kept
+    in engine.persist's cache under its path and stamp (mtime, size), so a process reads ~3 MB of
+    conf/ and experiments/ (~5 ms a process here) only when a file changed."""
+    st = os.stat(path)
+    key = f"{path}|{st.st_mtime_ns}|{st.st_size}"
+    hit = cache.get(key)
+    if hit is None:
+        hit = bool(_MODE_KEY.search(path.read_text(encoding="utf-8")))
+        cache.put(key, hit)
+    return hit
+
+
+_MODE_CACHE: list = []
+
+
+def _mode_scan_cache():
+    """The persistent cache of ``_has_mode_key`` (one per process; its file is stamped with this
+    module's source, the pattern's home; ``SIMLLM_PERSIST=0`` keeps nothing)."""
+    if not _MODE_CACHE:
+        from engine.persist import JsonCache
+
+        _MODE_CACHE.append(JsonCache("hydra-mode-keys", sources=(__file__,)))
+    return _MODE_CACHE[0]
 
 
 def skip_mode_compose() -> None:

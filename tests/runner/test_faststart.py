@@ -114,6 +114,32 @@ def test_mode_skip_only_where_nothing_can_set_it():
         assert not app._mode_cannot_be_set([o]), o
 
 
+def test_mode_scan_reads_a_file_again_only_when_it_changed(tmp_path, monkeypatch):
+    """The ``mode:`` scan of the config files keeps each file's answer under its stamp: a file
+    read once is not read again while unchanged; an edit that adds a ``mode:`` key is seen."""
+    from pathlib import Path
+
+    monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(app, "_MODE_CACHE", [])
+    root = tmp_path / "conf"
+    (root / "group").mkdir(parents=True)
+    (root / "config.yaml").write_text("defaults:\n  - group: a\n")
+    (root / "group" / "a.yaml").write_text("x: 1\n")
+    assert app._mode_cannot_be_set(["x=1"], roots=(root,))
+    reads = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (self.suffix == ".yaml" and reads.append(self))
+                        or real(self, *a, **k))
+    assert app._mode_cannot_be_set(["x=1"], roots=(root,)) and reads == []     # answers kept
+    (root / "group" / "a.yaml").write_text("x: 1\nhydra:\n  mode: MULTIRUN\n")
+    assert not app._mode_cannot_be_set(["x=1"], roots=(root,))
+    assert reads == [root / "group" / "a.yaml"]
+    app._mode_scan_cache().save()                        # what the process's exit writes
+    monkeypatch.setattr(app, "_MODE_CACHE", [])           # another process: answers from the file
+    reads.clear()
+    assert not app._mode_cannot_be_set(["x=1"], roots=(root,)) and reads == []
+
+
 def test_shared_config_store_composes_the_same_config():
     def composed():
         GlobalHydra.instance().clear()
