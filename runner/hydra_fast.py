@@ -75,7 +75,8 @@ def cache_config_files() -> None:
             key = (self.path, self.provider, config_path)
             hit = _cache.get(key)
             if hit is None or hit[0] != stamp:
-                hit = _cache[key] = (stamp, _orig(self, config_path))
+                hit = _cache[key] = (stamp, _parsed(self, config_path, full, stamp, _orig) if _files
+                                     else _orig(self, config_path))
             if _files and _LOADED is not None:   # a compose being memoised: remember the file
                 _LOADED.append((full, stamp))
             res = hit[1]
@@ -83,6 +84,24 @@ def cache_config_files() -> None:
 
         load_config._simllm_cached = True
         cls.load_config = load_config
+
+
+#: Config files as parsed (runner.compose_cache.Memo): a process whose composition comes from
+#: the compose cache still reads the primary config (for ``hydra.searchpath``), ~5 ms of
+#: OmegaConf's pure-Python YAML loader, and one that composes reads ~20 files.
+_FILES = compose_cache.Memo("config-files", sources=(__file__, compose_cache.__file__),
+                            packages=("hydra", "omegaconf", "yaml"))
+
+
+def _parsed(source, config_path: str, full: str, stamp, orig):
+    """``orig(source, config_path)`` (Hydra's load of a config file on disk, ``full`` with its
+    ``stamp``), read back from ``_FILES`` when this version of the file was parsed before."""
+    key = repr((type(source).__name__, source.provider, source.path, config_path, full, stamp))
+    res = _FILES.get(key)
+    if res is None:
+        res = orig(source, config_path)
+        _FILES.put(key, res)
+    return res
 
 
 _SOURCE_DIRS: dict = {}
@@ -419,6 +438,41 @@ def fast_group_listing() -> None:
         irc.resources = _PackageFiles(irc.resources)
 
 
+#: Overrides as parsed (runner.compose_cache.Memo): Hydra's ANTLR parser costs ~3 ms an
+#: override in a fresh process.
+_OVERRIDES = compose_cache.Memo("overrides", sources=(__file__, compose_cache.__file__),
+                                packages=("hydra", "antlr4"))
+
+
+def memoize_override_parses() -> None:
+    """Parse each command-line override once across processes: ``OverridesParser.parse_rule`` of
+    an override (with Hydra's own grammar functions, ``fast_group_listing``'s shared registry)
+    is read back from ``_OVERRIDES`` when the same text was parsed before (a new copy each time:
+    Hydra sets the copy's config loader); what fails to parse is not kept and fails as Hydra
+    fails. Parsed overrides are equal to a fresh parse (tests/runner/test_faststart.py).
+    Idempotent; after ``fast_group_listing``."""
+    import hydra.core.override_parser.overrides_parser as op
+
+    if getattr(op.OverridesParser.parse_rule, "_simllm", False):
+        return
+    orig = op.OverridesParser.parse_rule
+
+    def parse_rule(self, s, rule_name):
+        if (rule_name != "override" or not isinstance(s, str)
+                or not getattr(op.create_functions, "_simllm", False) or self.functions is not op.create_functions()):
+            return orig(self, s, rule_name)
+        hit = _OVERRIDES.get(s)
+        if hit is not None:
+            return hit
+        ret = orig(self, s, rule_name)
+        _OVERRIDES.put(s, ret)
+        return ret
+
+    parse_rule._simllm = True
+    parse_rule._hydra = orig
+    op.OverridesParser.parse_rule = parse_rule
+
+
 class _PackageFiles:
     """``importlib.resources`` with ``files(package)`` looked up once per package and process
     (fast_group_listing); every other attribute is the module's."""
@@ -683,6 +737,7 @@ def install() -> None:
     memoize_compose()
     fast_job_yaml()
     fast_group_listing()
+    memoize_override_parses()
     fast_help()
 
 

@@ -107,6 +107,97 @@ def test_config_file_cache_equals_a_fresh_parse(tmp_path):
     assert src.load_config("a").config.x == 2
 
 
+@pytest.fixture
+def fresh_memos(tmp_path, monkeypatch):
+    """The cross-process parse memos on an empty cache folder; ``another_process()`` saves what
+    this process kept and forgets it, as a new process would start."""
+    from runner import compose_cache
+
+    monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SIMLLM_COMPOSE_CACHE", raising=False)
+    monkeypatch.delenv("SIMLLM_PERSIST", raising=False)
+    memos = {}
+    for name in ("_FILES", "_OVERRIDES"):
+        old = getattr(app, name)
+        memos[name] = compose_cache.Memo(old.name, old.sources, old.packages)
+        monkeypatch.setattr(app, name, memos[name])
+
+    def another_process():
+        for name, m in memos.items():
+            m.save()
+            memos[name] = compose_cache.Memo(m.name, m.sources, m.packages)
+            monkeypatch.setattr(app, name, memos[name])
+        return memos
+
+    return another_process
+
+
+def test_config_file_memo_equals_a_fresh_parse(tmp_path, fresh_memos):
+    """A config file parsed in an earlier process is read back equal to Hydra's own parse (header
+    and node), a new object each time; a changed file is parsed again."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "a.yaml").write_text("# @package _global_\nx: 1\ny:\n- 1\n- z: ${x}\nw: '???'\n")
+    parsed = FileConfigSource(provider="test", path=str(d)).load_config("a")
+    memos = fresh_memos()
+    assert len(memos["_FILES"]._load()) == 1
+    src = FileConfigSource(provider="test", path=str(d))          # a new source: no in-process copy
+    back = src.load_config("a")
+    for r in (parsed, back):
+        assert (r.header, r.provider, r.path, r.is_schema_source) == \
+            ({"package": "_global_"}, "test", f"file://{d}", False)
+        assert OmegaConf.to_yaml(r.config) == "x: 1\n'y':\n- 1\n- z: ${x}\nw: ???\n"
+    assert back.config is not parsed.config and back.config == parsed.config
+    time.sleep(0.01)
+    (d / "a.yaml").write_text("x: 2\n")
+    os.utime(d / "a.yaml", ns=(time.time_ns(), time.time_ns()))
+    fresh_memos()
+    assert FileConfigSource(provider="test", path=str(d)).load_config("a").config == {"x": 2}
+
+
+#: Overrides of every kind Hydra's grammar has: values, quoting, escapes, interpolations, lists
+#: and dicts, add / force-add / delete, packages, sweeps and grammar functions.
+OVERRIDE_CORPUS = [
+    "tracking=none", "hydra.run.dir=/tmp/x y", "partition.tp=4", "x=1.5e3", "x=inf", "x=-nan", "x=true",
+    "x=null", "x='quoted \\' str'", 'x="dq ${a.b}"', "x=${oc.env:HOME}", "x=a\\,b", "x=[1,2,[3]]",
+    "x={a: 1, b: [x, y]}", "+x=1", "++x=2", "~x", "~x=3", "group@pkg=opt", "group@_global_=opt",
+    "x=1,2,3", "x=range(1,5)", "x=choice(a,b)", "x=interval(0,1)", "x=tag(t,choice(1,2))",
+    "x=sort(3,1,2)", "x=shuffle(1,2)", "x=glob(*)", "x=int(3.5)", "x=str(1)", "x=  spaced  ",
+    "x=", "hydra/launcher=joblib", "model.name=Meta-Llama-3.1-8B",
+]
+
+
+def test_override_memo_equals_a_fresh_parse(fresh_memos):
+    """Each override of the corpus parsed in an earlier process is read back equal to Hydra's own
+    parse (every field, the value's type included) and as a new object; a bad override is not
+    kept and fails with Hydra's own message."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    own = [OverridesParser.parse_rule._hydra(parser, s, "override") for s in OVERRIDE_CORPUS]
+    first = parser.parse_overrides(OVERRIDE_CORPUS)
+    memos = fresh_memos()
+    assert set(memos["_OVERRIDES"]._load()) == set(OVERRIDE_CORPUS)
+    back = OverridesParser.create().parse_overrides(OVERRIDE_CORPUS)
+    for s, a, b, c in zip(OVERRIDE_CORPUS, own, first, back):
+        assert repr(a) == repr(b) == repr(c), s                  # every field (a nan is not == itself)
+        assert type(a._value) is type(c._value), s
+        assert c is not b and c.input_line == s
+    messages = []
+    for rule in (OverridesParser.parse_rule, OverridesParser.parse_rule._hydra):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(OverridesParser, "parse_rule", rule)
+            for bad in ("x=[1,2", "x=ü"):
+                with pytest.raises(OverrideParseException) as e:
+                    OverridesParser.create().parse_overrides([bad])
+                messages.append(str(e.value))
+    assert messages[:2] == messages[2:]
+    assert not {"x=[1,2", "x=ü"} & set(memos["_OVERRIDES"]._load())
+
+
 def test_mode_skip_only_where_nothing_can_set_it():
     assert app._mode_cannot_be_set(["model=llama_3_1_8b", "hydra.run.dir=x", "tracking=none"])
     for o in ("hydra.mode=MULTIRUN", "hydra/sweeper=simllm", "hydra=custom", "hydra.searchpath=[x]",
