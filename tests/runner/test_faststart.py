@@ -231,6 +231,47 @@ def test_mode_scan_reads_a_file_again_only_when_it_changed(tmp_path, monkeypatch
     assert not app._mode_cannot_be_set(["x=1"], roots=(root,)) and reads == []
 
 
+def test_task_copy_equals_hydras_copy_less_its_hydra_node():
+    """run_job's copy of a job's config for the task (``lean_task_copy``): with the hydra node
+    left uncopied and then deleted, the task's config equals Hydra's own deep copy with the node
+    deleted (YAML text, interpolations included, node types, flags and parent); the job's config
+    is left as it was; any other deep copy is ``copy.deepcopy``."""
+    import hydra.core.utils as hcu
+    from omegaconf import read_write
+
+    assert isinstance(hcu.copy, app._TaskCopy)          # applies to the installed Hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=["tracking=none", "partition.tp=2"],
+                          return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    OmegaConf.update(cfg, "tracking.run_name", "${model.name}-x", merge=True)
+    OmegaConf.set_readonly(cfg.hydra, True)                 # as run_job has it (HydraConfig.set_config)
+    before = OmegaConf.to_yaml(cfg)
+    hydra_node = cfg._get_node("hydra")
+    copies = []
+    for deepcopy in (copy.deepcopy, hcu.copy.deepcopy):     # Hydra's own, then the shortcut
+        task = deepcopy(cfg)
+        with read_write(task):
+            with open_dict(task):
+                del task["hydra"]
+        copies.append(task)
+    own, lean = copies
+    assert OmegaConf.to_yaml(lean) == OmegaConf.to_yaml(own) and "hydra" not in lean
+    assert lean._get_parent() is None and lean is not cfg
+    for key in own:
+        a, b = own._get_node(key), lean._get_node(key)
+        assert type(a) is type(b) and a._metadata == b._metadata and b._get_parent() is lean, key
+    assert OmegaConf.is_readonly(lean) == OmegaConf.is_readonly(own)
+    assert OmegaConf.to_yaml(cfg) == before and cfg._get_node("hydra") is hydra_node
+    assert hydra_node._get_parent() is cfg
+    only_hydra = OmegaConf.masked_copy(cfg, "hydra")        # the second copy of run_job: in full
+    assert OmegaConf.to_yaml(hcu.copy.deepcopy(only_hydra)) == OmegaConf.to_yaml(only_hydra)
+    assert hcu.copy.deepcopy([1, {"a": 2}]) == [1, {"a": 2}]
+
+
 def test_shared_config_store_composes_the_same_config():
     def composed():
         GlobalHydra.instance().clear()
