@@ -160,7 +160,7 @@ def test_config_file_memo_equals_a_fresh_parse(tmp_path, fresh_memos):
 #: Overrides of every kind Hydra's grammar has: values, quoting, escapes, interpolations, lists
 #: and dicts, add / force-add / delete, packages, sweeps and grammar functions.
 OVERRIDE_CORPUS = [
-    "tracking=none", "hydra.run.dir=/tmp/x y", "partition.tp=4", "x=1.5e3", "x=inf", "x=-nan", "x=true",
+    "tracking=none", "hydra.run.dir=out/x y", "partition.tp=4", "x=1.5e3", "x=inf", "x=-nan", "x=true",
     "x=null", "x='quoted \\' str'", 'x="dq ${a.b}"', "x=${oc.env:HOME}", "x=a\\,b", "x=[1,2,[3]]",
     "x={a: 1, b: [x, y]}", "+x=1", "++x=2", "~x", "~x=3", "group@pkg=opt", "group@_global_=opt",
     "x=1,2,3", "x=range(1,5)", "x=choice(a,b)", "x=interval(0,1)", "x=tag(t,choice(1,2))",
