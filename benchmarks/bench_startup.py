@@ -15,6 +15,14 @@ of that process alone, wall time and peak RSS):
   help / analytical, no compose cache
                the same with ``SIMLLM_COMPOSE_CACHE=0`` (runner.compose_cache off: what a process
                pays whose config-group selection was not composed before, less writing the file)
+  floor: imports of a run
+               a process that only imports the third-party packages every run above loads, as
+               the run loads them (``import hydra, omegaconf, numpy, polars``, collector off then
+               frozen, one OpenBLAS thread): what simllm's own start-up cannot go below
+  floor: imports of a tracked run
+               the same, then ``import mlflow`` and MLflow's SQLAlchemy tracking store
+               (``mlflow.store.tracking.sqlalchemy_store``, which a SQLite URI opens), with the
+               environment runner.tracking sets for MLflow
 the parts of the tracked run on MLflow's side (benchmarks/_tracking_parts.py, a fresh process
 per repetition on the tracked figure's store and job directory: ``import mlflow`` with the cyclic
 collector off as the runner has it, and on; the store set-up; the experiment look-up; logging
@@ -28,6 +36,9 @@ The code measured is this script's own checkout, put first on PYTHONPATH (the ``
 console script of an editable install would import the checkout it was installed from);
 ``--checkout DIR`` measures another checkout of simllm (e.g. an older commit exported with
 ``git archive``) the same way, with this environment's packages: the before/after figure.
+``--baseline DIR`` measures another checkout interleaved with this one (each repetition runs
+both, in alternating order, so both see the same load): rows ``<figure>, baseline`` for the four
+figures with targets, before the rows of this checkout's other figures.
 Bytecode: the processes run as an installed package does, with compiled modules cached: the
 warm-up writes them to a temporary ``PYTHONPYCACHEPREFIX`` (an environment that sets
 ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module of the checkout in every
@@ -47,6 +58,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._measure import ROOT, Bench, import_time_top  # noqa: E402
 
 TARGETS = {"help": 0.3, "analytical": 0.4, "des 1k": 0.5, "analytical, tracked": 0.8}
+
+#: The floors: processes importing only the third-party packages a run loads, as the run loads
+#: them (runner.app, runner.heap.loading: the cyclic collector off, each block then frozen; one
+#: OpenBLAS thread; MLflow with the environment runner.tracking sets, telemetry off).
+_FLOOR = ("import gc, os; gc.disable(); os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); "
+          "import hydra, omegaconf, numpy, polars; gc.freeze()")
+FLOORS = {"floor: imports of a run": _FLOOR,
+          "floor: imports of a tracked run": _FLOOR + "; import runner.tracking; import mlflow; "
+          "gc.freeze(); import mlflow.store.tracking.sqlalchemy_store; gc.freeze()"}
+
+
+def interleaved(bench, runs: dict, exe: str, sides: list, tmp: Path) -> None:
+    """The figures with targets, each repetition running every side (label suffix, env) once,
+    in alternating order, after one unmeasured warm-up per side: rows ``<figure><suffix>``."""
+    from benchmarks._measure import run_child
+
+    for label in TARGETS:
+        for _, env in sides:
+            run_child([exe, *runs[label]], cwd=tmp, env=env)
+        done = {suffix: [] for suffix, _ in sides}
+        for rep in range(bench.reps):
+            for suffix, env in (sides if rep % 2 == 0 else sides[::-1]):
+                done[suffix].append(run_child([exe, *runs[label]], cwd=tmp, env=env))
+        for suffix, _ in sides:
+            rs = done[suffix]
+            bench.record(label + suffix, [r["cpu_s"] for r in rs], [r["wall_s"] for r in rs],
+                         max(r["peak_mb"] for r in rs), kind="process",
+                         cmd=" ".join(map(str, [exe, *runs[label]])),
+                         **({} if suffix else {"target_cpu_s": TARGETS[label]}))
 
 
 PARTS = ("import mlflow", "store set-up", "experiment look-up", "log, batched", "log, a call per value")
@@ -83,6 +123,8 @@ def main():
     bench.parser.add_argument("--checkout", default=None,
                               help="measure this simllm checkout instead of the installed one")
     bench.parser.add_argument("--top", type=int, default=10, help="import-time rows shown")
+    bench.parser.add_argument("--baseline", default=None,
+                              help="another simllm checkout measured interleaved with this one")
     bench.parser.add_argument("--no-imports", action="store_true", help="skip the import-time tables")
     bench.parser.add_argument("--no-parts", action="store_true", help="skip the tracked run's parts")
     bench.parser.add_argument("--compile-each-time", action="store_true",
@@ -95,6 +137,12 @@ def main():
     if not args.compile_each_time:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    base_env = None
+    if args.baseline:    # its own caches; the same interpreter, packages and bytecode setting
+        base = Path(args.baseline).resolve()
+        base_env = dict(env, SIMLLM_CACHE_DIR=str(tmp / "cache-baseline"), PYTHONPATH=os.pathsep.join(
+            [str(base), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        bench.info["baseline"] = str(base)
     bench.info["notes"] = [
         "code measured: " + ("this checkout" if checkout == ROOT else f"the checkout {checkout}"),
         "bytecode: " + ("as the environment sets it (PYTHONDONTWRITEBYTECODE="
@@ -111,8 +159,13 @@ def main():
         "analytical, tracked": [f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={tmp}/t"],
     }
     try:
-        for label, argv in runs.items():
-            bench.cli(label, [exe, *argv], cwd=tmp, env=env, target_cpu_s=TARGETS[label])
+        if base_env is None:
+            for label, argv in runs.items():
+                bench.cli(label, [exe, *argv], cwd=tmp, env=env, target_cpu_s=TARGETS[label])
+        else:
+            interleaved(bench, runs, exe, [("", env), (", baseline", base_env)], tmp)
+        for label, code in FLOORS.items():
+            bench.cli(label, [sys.executable, "-c", code], cwd=tmp, env=env)
         for label in ("help", "analytical"):
             bench.cli(f"{label}, no compose cache", [exe, *runs[label]], cwd=tmp,
                       env=dict(env, SIMLLM_COMPOSE_CACHE="0"))

@@ -28,7 +28,10 @@ Files: ``compose/<key>.pkl`` in engine.persist's cache folder (``$SIMLLM_CACHE_D
 ``~/.cache/simllm``), a header (key, stamps) then the pickled defaults list and config (the
 generated schema classes by name: runner.schema.classes()); at most ``MAX_FILES`` (the least
 recently used go). Any file that cannot be read, does not unpickle or does not match costs only
-the compose. ``SIMLLM_COMPOSE_CACHE=0`` or ``SIMLLM_PERSIST=0`` turns it off (nothing read or
+the compose. Beside them, ``Memo`` files (``compose/<name>.memo``) keep parses that depend only on
+their input text and the parsing code: the config files Hydra reads (runner.hydra_fast._FILES;
+a process whose composition is cached still reads the primary config) and the command-line
+overrides (hydra_fast._OVERRIDES). ``SIMLLM_COMPOSE_CACHE=0`` or ``SIMLLM_PERSIST=0`` turns it off (nothing read or
 written); so does ``SIMLLM_HYDRA_SHORTCUTS=0``, Hydra's own behaviour throughout.
 """
 
@@ -240,4 +243,104 @@ def _prune(d: Path) -> None:
         try:
             p.unlink()
         except OSError:
+            pass
+
+
+class Memo:
+    """A small map kept across processes beside the compositions: key (text) -> a value pickled
+    as it was computed, for parses whose result depends only on the key and on the code that
+    parses (a config file's text, named by its path and stamp; an override's text). ``get``
+    returns a new copy each time (read back from its pickle), or None; ``put`` keeps a value,
+    written when the process exits (merged into the file, atomic replace, at most ``max_entries``,
+    the newest kept). The file is used only while the stamps of ``sources`` (the parsing code:
+    files, or packages found without importing them) are those it was written with. Off (nothing
+    read or written) where the compose cache is off (``enabled``)."""
+
+    FORMAT = 1
+
+    def __init__(self, name: str, sources=(), packages=(), max_entries: int = 512):
+        self.name, self.max_entries = name, max_entries
+        self.sources, self.packages = tuple(map(str, sources)), tuple(packages)
+        self.entries: dict | None = None
+        self.new: dict = {}
+
+    def _stamps(self) -> list:
+        from importlib.util import find_spec
+
+        out = [(f, stamp(f)) for f in self.sources]
+        for pkg in self.packages:
+            spec = find_spec(pkg)
+            out.append((pkg, stamp(spec.origin) if spec is not None and spec.origin else None))
+        return out
+
+    def _path(self) -> Path:
+        return folder() / f"{self.name}.memo"
+
+    def _load(self) -> dict:
+        if self.entries is None:
+            self.entries = {}
+            if enabled():
+                self.entries = self._read(self._stamps()) or {}
+        return self.entries
+
+    def _read(self, stamps) -> dict | None:
+        try:
+            with open(self._path(), "rb") as f:
+                head = pickle.load(f)
+                if not (isinstance(head, dict) and head.get("format") == self.FORMAT
+                        and head.get("stamps") == stamps):
+                    return None
+                entries = pickle.load(f)
+            return entries if isinstance(entries, dict) else None
+        except Exception:  # noqa: BLE001 - missing, corrupt or foreign: parse instead
+            return None
+
+    def get(self, key: str):
+        blob = self._load().get(key)
+        if blob is None:
+            return None
+        try:
+            return _Unpickler(io.BytesIO(blob)).load()
+        except Exception:  # noqa: BLE001
+            return None
+
+    def put(self, key: str, value) -> None:
+        if not enabled():
+            return
+        try:
+            buf = io.BytesIO()
+            _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        except Exception:  # noqa: BLE001 - a value pickle cannot write: not kept
+            return
+        if not self.new:
+            import atexit
+
+            atexit.register(self.save)
+        self._load()[key] = self.new[key] = buf.getvalue()
+
+    def save(self) -> None:
+        """Merge this process's new entries into the file (errors ignored)."""
+        if not self.new:
+            return
+        import tempfile
+
+        try:
+            stamps = self._stamps()
+            if any(st is None for _, st in stamps):
+                return
+            d = folder()
+            d.mkdir(parents=True, exist_ok=True)
+            entries = {**(self._read(stamps) or {}), **self.new}
+            keep = dict(list(entries.items())[-self.max_entries:])
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{self.name}-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump({"format": self.FORMAT, "stamps": stamps}, f, protocol=pickle.HIGHEST_PROTOCOL)
+                    pickle.dump(keep, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, self._path())
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            self.new = {}
+        except Exception:  # noqa: BLE001
             pass

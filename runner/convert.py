@@ -221,7 +221,10 @@ def renamed(cfg: DictConfig) -> DictConfig:
     from runner.schema import RENAMED
 
     out = cfg
+    given = _maybe_set(cfg)
     for old, new in RENAMED.items():
+        if old not in given:
+            continue
         value = OmegaConf.select(cfg, old)
         if value is None:
             continue
@@ -238,6 +241,26 @@ def renamed(cfg: DictConfig) -> DictConfig:
 
 
 _CF_KEY = "engine.des.counterfactual"
+
+
+def _maybe_set(cfg: DictConfig) -> set:
+    """The old keys of runner.schema.RENAMED whose raw value in ``cfg`` is anything but null (an
+    interpolation or ``???`` included): the only ones ``OmegaConf.select`` can find set. One
+    unresolved look at each parent node (``calibration``, ``engine.des``) instead of a select
+    per old key (~2 ms a call, three calls a job). Computed per call: a config can change."""
+    from runner.schema import RENAMED
+
+    leaves: dict = {}
+    for old in RENAMED:
+        parent, leaf = old.rsplit(".", 1)
+        leaves.setdefault(parent, []).append(leaf)
+    out = set()
+    for parent, keys in leaves.items():
+        node = OmegaConf.select(cfg, parent)
+        if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
+            continue                        # absent, null or ???: no old key under it is set
+        out.update(f"{parent}.{k}" for k, v in node.items_ex(resolve=False, keys=keys) if v is not None)
+    return out
 
 
 def without_moved(resolved: dict) -> dict:

@@ -78,10 +78,42 @@ def schema_of(cls, name: str | None = None, front: tuple = (), extra: tuple = ()
     specs.sort(key=lambda s: order.index(s[0]))
     # Hydra and OmegaConf read a schema's fields and defaults only, never compare or print its
     # instances: no __eq__ and __repr__ are generated (nor the docstring dataclasses would derive
-    # from the signature), ~40 % of the time building the schemas takes in every process
+    # from the signature), ~40 % of the time building the schemas takes in every process. Nor is
+    # __init__ generated: compiling one per schema (hundreds of fields) was most of the rest
+    # (~8 ms of every process), though only a compose that misses the compose cache makes an
+    # instance (a nested schema's default_factory); _schema_init does the same assignments.
     name = name or cls.__name__.replace("Spec", "Schema")
-    return dataclasses.make_dataclass(name, specs, eq=False, repr=False, namespace={
+    schema = dataclasses.make_dataclass(name, specs, eq=False, repr=False, init=False, namespace={
         "__doc__": f"{name}: the structured-config schema of {cls.__name__} (runner.fields.schema_of)."})
+    schema.__init__ = _schema_init(dataclasses.fields(schema))
+    return schema
+
+
+def _schema_init(fields: tuple):
+    """The ``__init__`` dataclasses would generate for a schema whose fields all have a default
+    (or a default_factory), keyword or positional arguments in field order: each field set to
+    its argument, else a new ``default_factory()``, else its default."""
+    names = tuple(f.name for f in fields)
+    if any(f.default is MISSING and f.default_factory is MISSING for f in fields):
+        raise TypeError("a schema field without a default")   # schema_of gives each one
+    defaults = tuple((f.default_factory, True) if f.default_factory is not MISSING else (f.default, False)
+                     for f in fields)
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} positional arguments "
+                            f"but {len(args)} were given")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument '{k}'")
+            if k in given:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument '{k}'")
+            given[k] = v
+        for n, (d, factory) in zip(names, defaults):
+            object.__setattr__(self, n, given[n] if n in given else (d() if factory else d))
+
+    return __init__
 
 
 def _field_default(value):

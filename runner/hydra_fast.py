@@ -75,7 +75,8 @@ def cache_config_files() -> None:
             key = (self.path, self.provider, config_path)
             hit = _cache.get(key)
             if hit is None or hit[0] != stamp:
-                hit = _cache[key] = (stamp, _orig(self, config_path))
+                hit = _cache[key] = (stamp, _parsed(self, config_path, full, stamp, _orig) if _files
+                                     else _orig(self, config_path))
             if _files and _LOADED is not None:   # a compose being memoised: remember the file
                 _LOADED.append((full, stamp))
             res = hit[1]
@@ -83,6 +84,24 @@ def cache_config_files() -> None:
 
         load_config._simllm_cached = True
         cls.load_config = load_config
+
+
+#: Config files as parsed (runner.compose_cache.Memo): a process whose composition comes from
+#: the compose cache still reads the primary config (for ``hydra.searchpath``), ~5 ms of
+#: OmegaConf's pure-Python YAML loader, and one that composes reads ~20 files.
+_FILES = compose_cache.Memo("config-files", sources=(__file__, compose_cache.__file__),
+                            packages=("hydra", "omegaconf", "yaml"))
+
+
+def _parsed(source, config_path: str, full: str, stamp, orig):
+    """``orig(source, config_path)`` (Hydra's load of a config file on disk, ``full`` with its
+    ``stamp``), read back from ``_FILES`` when this version of the file was parsed before."""
+    key = repr((type(source).__name__, source.provider, source.path, config_path, full, stamp))
+    res = _FILES.get(key)
+    if res is None:
+        res = orig(source, config_path)
+        _FILES.put(key, res)
+    return res
 
 
 _SOURCE_DIRS: dict = {}
@@ -419,6 +438,41 @@ def fast_group_listing() -> None:
         irc.resources = _PackageFiles(irc.resources)
 
 
+#: Overrides as parsed (runner.compose_cache.Memo): Hydra's ANTLR parser costs ~3 ms an
+#: override in a fresh process.
+_OVERRIDES = compose_cache.Memo("overrides", sources=(__file__, compose_cache.__file__),
+                                packages=("hydra", "antlr4"))
+
+
+def memoize_override_parses() -> None:
+    """Parse each command-line override once across processes: ``OverridesParser.parse_rule`` of
+    an override (with Hydra's own grammar functions, ``fast_group_listing``'s shared registry)
+    is read back from ``_OVERRIDES`` when the same text was parsed before (a new copy each time:
+    Hydra sets the copy's config loader); what fails to parse is not kept and fails as Hydra
+    fails. Parsed overrides are equal to a fresh parse (tests/runner/test_faststart.py).
+    Idempotent; after ``fast_group_listing``."""
+    import hydra.core.override_parser.overrides_parser as op
+
+    if getattr(op.OverridesParser.parse_rule, "_simllm", False):
+        return
+    orig = op.OverridesParser.parse_rule
+
+    def parse_rule(self, s, rule_name):
+        if (rule_name != "override" or not isinstance(s, str)
+                or not getattr(op.create_functions, "_simllm", False) or self.functions is not op.create_functions()):
+            return orig(self, s, rule_name)
+        hit = _OVERRIDES.get(s)
+        if hit is not None:
+            return hit
+        ret = orig(self, s, rule_name)
+        _OVERRIDES.put(s, ret)
+        return ret
+
+    parse_rule._simllm = True
+    parse_rule._hydra = orig
+    op.OverridesParser.parse_rule = parse_rule
+
+
 class _PackageFiles:
     """``importlib.resources`` with ``files(package)`` looked up once per package and process
     (fast_group_listing); every other attribute is the module's."""
@@ -452,6 +506,52 @@ def _plain_ascii(obj) -> bool:
         return all(type(k) is str and 0 < len(k) < 100 and _plain_ascii(k) and _plain_ascii(v)
                    for k, v in obj.items())
     return False
+
+
+#: The lines of Hydra's ``run_job`` that ``lean_task_copy`` relies on (checked in its source).
+_RUN_JOB_LINES = ("task_cfg = copy.deepcopy(config)", 'del task_cfg["hydra"]',
+                  "hydra_cfg = copy.deepcopy(HydraConfig.instance().cfg)")
+
+
+class _TaskCopy:
+    """``hydra.core.utils``' view of the ``copy`` module (``lean_task_copy``): ``deepcopy`` of a
+    job's whole config (a root DictConfig holding ``hydra`` and the task's keys) leaves its
+    ``hydra`` node uncopied (an empty node stands there, which run_job deletes next); every other
+    call is ``copy.deepcopy``."""
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(x, memo=None):
+        from omegaconf import DictConfig
+
+        if memo is None and type(x) is DictConfig and x._get_parent() is None and not x._is_none() \
+                and not x._is_missing():
+            content = x.__dict__["_content"]
+            if isinstance(content, dict) and "hydra" in content and len(content) > 1:
+                return copy.deepcopy(x, {id(content["hydra"]): DictConfig({})})
+        return copy.deepcopy(x, memo)
+
+
+def lean_task_copy() -> None:
+    """Hydra's ``run_job`` deep-copies the job's whole config to hand the task its config, then
+    deletes ``hydra`` from the copy: the copy of the hydra node (~3.5 ms of a ~12 ms copy for
+    simllm's config) is thrown away at once. With this its deep copy is skipped (``_TaskCopy``):
+    the task's config is the same deep copy, without the node it never holds. Applied only where
+    ``run_job``'s source has the lines this relies on (``_RUN_JOB_LINES``). Idempotent."""
+    import inspect
+
+    import hydra.core.utils as hcu
+
+    if isinstance(hcu.copy, _TaskCopy):
+        return
+    try:
+        source = inspect.getsource(hcu.run_job)
+    except (OSError, TypeError):
+        return
+    if all(line in source for line in _RUN_JOB_LINES) and source.count("copy.deepcopy(") == 2:
+        hcu.copy = _TaskCopy()
 
 
 def fast_job_yaml() -> None:
@@ -572,10 +672,11 @@ _CONFIG_ROOTS = (Path(__file__).resolve().parent.parent / "conf", experiments.EX
 _MODE_KEY = re.compile(r"\bmode\s*:")
 
 
-def _mode_cannot_be_set(overrides) -> bool:
+def _mode_cannot_be_set(overrides, roots=_CONFIG_ROOTS) -> bool:
     """True when nothing but ``-m`` can make this a multirun: no override or command-line option
     that could bring in ``hydra.mode`` (a ``mode`` key, a ``hydra/`` group, ``hydra.searchpath``,
-    another config dir or name; ``hydra.run.dir`` and the like cannot) and no config file of simllm's with a ``mode:`` key."""
+    another config dir or name; ``hydra.run.dir`` and the like cannot) and no config file of
+    simllm's (under ``roots``) with a ``mode:`` key (``_has_mode_key``)."""
     for o in overrides:
         key = str(o).split("=", 1)[0].lstrip("+~")
         if (key in ("hydra", "mode") or key.endswith(".mode") or key.startswith("hydra/")
@@ -583,14 +684,41 @@ def _mode_cannot_be_set(overrides) -> bool:
             return False
     if any(a.startswith(("-cp", "-cn", "-cd", "--config", "--experimental")) for a in sys.argv[1:]):
         return False
-    for root in _CONFIG_ROOTS:
+    cache = _mode_scan_cache()
+    for root in roots:
         for path in root.rglob("*.yaml"):
             try:
-                if _MODE_KEY.search(path.read_text(encoding="utf-8")):
+                if _has_mode_key(path, cache):
                     return False
             except OSError:
                 return False
     return True
+
+
+def _has_mode_key(path: Path, cache) -> bool:
+    """Does the file have a ``mode:`` key? Read once per version of the file: the answer is kept
+    in engine.persist's cache under its path and stamp (mtime, size), so a process reads ~3 MB of
+    conf/ and experiments/ (~5 ms a process here) only when a file changed."""
+    st = os.stat(path)
+    key = f"{path}|{st.st_mtime_ns}|{st.st_size}"
+    hit = cache.get(key)
+    if hit is None:
+        hit = bool(_MODE_KEY.search(path.read_text(encoding="utf-8")))
+        cache.put(key, hit)
+    return hit
+
+
+_MODE_CACHE: list = []
+
+
+def _mode_scan_cache():
+    """The persistent cache of ``_has_mode_key`` (one per process; its file is stamped with this
+    module's source, the pattern's home; ``SIMLLM_PERSIST=0`` keeps nothing)."""
+    if not _MODE_CACHE:
+        from engine.persist import JsonCache
+
+        _MODE_CACHE.append(JsonCache("hydra-mode-keys", sources=(__file__,)))
+    return _MODE_CACHE[0]
 
 
 def skip_mode_compose() -> None:
@@ -653,8 +781,10 @@ def install() -> None:
     cache_config_files()
     skip_mode_compose()
     memoize_compose()
+    lean_task_copy()
     fast_job_yaml()
     fast_group_listing()
+    memoize_override_parses()
     fast_help()
 
 

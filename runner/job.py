@@ -60,18 +60,26 @@ def _engine(name: str, cfg: DictConfig | None = None):
 @lru_cache(maxsize=1)
 def git_commit() -> str:
     """Commit of the simllm checkout this runs from ('unknown' outside a git checkout)."""
-    root = Path(runner.__file__).resolve().parent.parent
+    return commit_of(Path(runner.__file__).resolve().parent.parent)
+
+
+def commit_of(root: Path) -> str:
+    """HEAD's commit of the git checkout at ``root``, with "-dirty" when a tracked file differs
+    from it (staged or not; untracked files do not count); 'unknown' outside a checkout or before
+    its first commit. One git process: porcelain v2's ``# branch.oid`` header is HEAD's commit
+    (``(initial)`` before the first) and every line not starting with "#" a changed tracked file."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        sha = out.stdout.strip()
-        if out.returncode or not sha:
-            return "unknown"
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v2", "--branch",
+                              "--untracked-files=no"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    if out.returncode:
+        return "unknown"
+    lines = out.stdout.splitlines()
+    sha = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), "")
+    if len(sha) < 40 or not all(c in "0123456789abcdef" for c in sha):
+        return "unknown"
+    return sha + ("-dirty" if any(ln and not ln.startswith("#") for ln in lines) else "")
 
 
 def result_config(cfg: DictConfig | dict) -> dict:

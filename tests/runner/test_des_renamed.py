@@ -222,3 +222,25 @@ def test_a_sub_spec_mapping_with_an_unknown_key_is_refused():
 def test_a_flat_attribute_says_where_it_moved():
     with pytest.raises(AttributeError, match=r"des\.scheduling\.max_num_seqs"):
         DesSpec().max_num_seqs  # noqa: B018
+
+
+def test_renamed_looks_only_past_the_old_keys_select_finds_null(cfg_of):
+    """convert._maybe_set (one unresolved look per parent node) holds every old key that
+    OmegaConf.select finds set: here each old key of RENAMED set at once (an interpolation among
+    them), checked by a select per key as ``renamed`` did before; a key left null is not held."""
+    from omegaconf import OmegaConf, open_dict
+
+    from runner.schema import RENAMED
+
+    cfg = cfg_of("engine=des")
+    assert not {old for old in RENAMED if OmegaConf.select(cfg, old) is not None}
+    assert not convert._maybe_set(cfg)
+    olds = sorted(RENAMED)
+    with open_dict(cfg):
+        for i, old in enumerate(olds):
+            if i % 3:                                       # two thirds set, a third left null
+                OmegaConf.update(cfg, old, "${model.name}" if i % 7 == 1 else f"v{i}", merge=False)
+    found = {old for old in olds if OmegaConf.select(cfg, old) is not None}
+    assert found == {old for i, old in enumerate(olds) if i % 3}
+    assert found <= convert._maybe_set(cfg)
+    assert not convert._maybe_set(cfg) & {old for i, old in enumerate(olds) if not i % 3}

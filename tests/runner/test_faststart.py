@@ -107,11 +107,169 @@ def test_config_file_cache_equals_a_fresh_parse(tmp_path):
     assert src.load_config("a").config.x == 2
 
 
+@pytest.fixture
+def fresh_memos(tmp_path, monkeypatch):
+    """The cross-process parse memos on an empty cache folder; ``another_process()`` saves what
+    this process kept and forgets it, as a new process would start."""
+    from runner import compose_cache
+
+    monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SIMLLM_COMPOSE_CACHE", raising=False)
+    monkeypatch.delenv("SIMLLM_PERSIST", raising=False)
+    memos = {}
+    for name in ("_FILES", "_OVERRIDES"):
+        old = getattr(app, name)
+        memos[name] = compose_cache.Memo(old.name, old.sources, old.packages)
+        monkeypatch.setattr(app, name, memos[name])
+
+    def another_process():
+        for name, m in memos.items():
+            m.save()
+            memos[name] = compose_cache.Memo(m.name, m.sources, m.packages)
+            monkeypatch.setattr(app, name, memos[name])
+        return memos
+
+    return another_process
+
+
+def test_config_file_memo_equals_a_fresh_parse(tmp_path, fresh_memos):
+    """A config file parsed in an earlier process is read back equal to Hydra's own parse (header
+    and node), a new object each time; a changed file is parsed again."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "a.yaml").write_text("# @package _global_\nx: 1\ny:\n- 1\n- z: ${x}\nw: '???'\n")
+    parsed = FileConfigSource(provider="test", path=str(d)).load_config("a")
+    memos = fresh_memos()
+    assert len(memos["_FILES"]._load()) == 1
+    src = FileConfigSource(provider="test", path=str(d))          # a new source: no in-process copy
+    back = src.load_config("a")
+    for r in (parsed, back):
+        assert (r.header, r.provider, r.path, r.is_schema_source) == \
+            ({"package": "_global_"}, "test", f"file://{d}", False)
+        assert OmegaConf.to_yaml(r.config) == "x: 1\n'y':\n- 1\n- z: ${x}\nw: ???\n"
+    assert back.config is not parsed.config and back.config == parsed.config
+    time.sleep(0.01)
+    (d / "a.yaml").write_text("x: 2\n")
+    os.utime(d / "a.yaml", ns=(time.time_ns(), time.time_ns()))
+    fresh_memos()
+    assert FileConfigSource(provider="test", path=str(d)).load_config("a").config == {"x": 2}
+
+
+#: Overrides of every kind Hydra's grammar has: values, quoting, escapes, interpolations, lists
+#: and dicts, add / force-add / delete, packages, sweeps and grammar functions.
+OVERRIDE_CORPUS = [
+    "tracking=none", "hydra.run.dir=out/x y", "partition.tp=4", "x=1.5e3", "x=inf", "x=-nan", "x=true",
+    "x=null", "x='quoted \\' str'", 'x="dq ${a.b}"', "x=${oc.env:HOME}", "x=a\\,b", "x=[1,2,[3]]",
+    "x={a: 1, b: [x, y]}", "+x=1", "++x=2", "~x", "~x=3", "group@pkg=opt", "group@_global_=opt",
+    "x=1,2,3", "x=range(1,5)", "x=choice(a,b)", "x=interval(0,1)", "x=tag(t,choice(1,2))",
+    "x=sort(3,1,2)", "x=shuffle(1,2)", "x=glob(*)", "x=int(3.5)", "x=str(1)", "x=  spaced  ",
+    "x=", "hydra/launcher=joblib", "model.name=Meta-Llama-3.1-8B",
+]
+
+
+def test_override_memo_equals_a_fresh_parse(fresh_memos):
+    """Each override of the corpus parsed in an earlier process is read back equal to Hydra's own
+    parse (every field, the value's type included) and as a new object; a bad override is not
+    kept and fails with Hydra's own message."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    own = [OverridesParser.parse_rule._hydra(parser, s, "override") for s in OVERRIDE_CORPUS]
+    first = parser.parse_overrides(OVERRIDE_CORPUS)
+    memos = fresh_memos()
+    assert set(memos["_OVERRIDES"]._load()) == set(OVERRIDE_CORPUS)
+    back = OverridesParser.create().parse_overrides(OVERRIDE_CORPUS)
+    for s, a, b, c in zip(OVERRIDE_CORPUS, own, first, back):
+        assert repr(a) == repr(b) == repr(c), s                  # every field (a nan is not == itself)
+        assert type(a._value) is type(c._value), s
+        assert c is not b and c.input_line == s
+    messages = []
+    for rule in (OverridesParser.parse_rule, OverridesParser.parse_rule._hydra):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(OverridesParser, "parse_rule", rule)
+            for bad in ("x=[1,2", "x=ü"):
+                with pytest.raises(OverrideParseException) as e:
+                    OverridesParser.create().parse_overrides([bad])
+                messages.append(str(e.value))
+    assert messages[:2] == messages[2:]
+    assert not {"x=[1,2", "x=ü"} & set(memos["_OVERRIDES"]._load())
+
+
 def test_mode_skip_only_where_nothing_can_set_it():
     assert app._mode_cannot_be_set(["model=llama_3_1_8b", "hydra.run.dir=x", "tracking=none"])
     for o in ("hydra.mode=MULTIRUN", "hydra/sweeper=simllm", "hydra=custom", "hydra.searchpath=[x]",
               "+something.mode=1"):
         assert not app._mode_cannot_be_set([o]), o
+
+
+def test_mode_scan_reads_a_file_again_only_when_it_changed(tmp_path, monkeypatch):
+    """The ``mode:`` scan of the config files keeps each file's answer under its stamp: a file
+    read once is not read again while unchanged; an edit that adds a ``mode:`` key is seen."""
+    from pathlib import Path
+
+    monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(app, "_MODE_CACHE", [])
+    root = tmp_path / "conf"
+    (root / "group").mkdir(parents=True)
+    (root / "config.yaml").write_text("defaults:\n  - group: a\n")
+    (root / "group" / "a.yaml").write_text("x: 1\n")
+    assert app._mode_cannot_be_set(["x=1"], roots=(root,))
+    reads = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (self.suffix == ".yaml" and reads.append(self))
+                        or real(self, *a, **k))
+    assert app._mode_cannot_be_set(["x=1"], roots=(root,)) and reads == []     # answers kept
+    (root / "group" / "a.yaml").write_text("x: 1\nhydra:\n  mode: MULTIRUN\n")
+    assert not app._mode_cannot_be_set(["x=1"], roots=(root,))
+    assert reads == [root / "group" / "a.yaml"]
+    app._mode_scan_cache().save()                        # what the process's exit writes
+    monkeypatch.setattr(app, "_MODE_CACHE", [])           # another process: answers from the file
+    reads.clear()
+    assert not app._mode_cannot_be_set(["x=1"], roots=(root,)) and reads == []
+
+
+def test_task_copy_equals_hydras_copy_less_its_hydra_node():
+    """run_job's copy of a job's config for the task (``lean_task_copy``): with the hydra node
+    left uncopied and then deleted, the task's config equals Hydra's own deep copy with the node
+    deleted (YAML text, interpolations included, node types, flags and parent); the job's config
+    is left as it was; any other deep copy is ``copy.deepcopy``."""
+    import hydra.core.utils as hcu
+    from omegaconf import read_write
+
+    assert isinstance(hcu.copy, app._TaskCopy)          # applies to the installed Hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=["tracking=none", "partition.tp=2"],
+                          return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    OmegaConf.update(cfg, "tracking.run_name", "${model.name}-x", merge=True)
+    OmegaConf.set_readonly(cfg.hydra, True)                 # as run_job has it (HydraConfig.set_config)
+    before = OmegaConf.to_yaml(cfg)
+    hydra_node = cfg._get_node("hydra")
+    copies = []
+    for deepcopy in (copy.deepcopy, hcu.copy.deepcopy):     # Hydra's own, then the shortcut
+        task = deepcopy(cfg)
+        with read_write(task):
+            with open_dict(task):
+                del task["hydra"]
+        copies.append(task)
+    own, lean = copies
+    assert OmegaConf.to_yaml(lean) == OmegaConf.to_yaml(own) and "hydra" not in lean
+    assert lean._get_parent() is None and lean is not cfg
+    for key in own:
+        a, b = own._get_node(key), lean._get_node(key)
+        assert type(a) is type(b) and a._metadata == b._metadata and b._get_parent() is lean, key
+    assert OmegaConf.is_readonly(lean) == OmegaConf.is_readonly(own)
+    assert OmegaConf.to_yaml(cfg) == before and cfg._get_node("hydra") is hydra_node
+    assert hydra_node._get_parent() is cfg
+    only_hydra = OmegaConf.masked_copy(cfg, "hydra")        # the second copy of run_job: in full
+    assert OmegaConf.to_yaml(hcu.copy.deepcopy(only_hydra)) == OmegaConf.to_yaml(only_hydra)
+    assert hcu.copy.deepcopy([1, {"a": 2}]) == [1, {"a": 2}]
 
 
 def test_shared_config_store_composes_the_same_config():

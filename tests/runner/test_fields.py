@@ -115,3 +115,46 @@ def test_every_option_loads_like_the_runner(cfg_of):
     for path in _options("hardware"):
         doc = OmegaConf.to_container(OmegaConf.load(path))
         assert from_mapping(HardwareSpec, doc, "hardware") == specs_from_config(cfg_of(f"hardware={path.stem}")).hardware
+
+
+def _twin(cls):
+    """``cls`` rebuilt by dataclasses with its generated ``__init__`` (same fields, defaults and
+    factories): what runner.fields._schema_init stands in for."""
+    def field_of(f):
+        if f.default_factory is not dataclasses.MISSING:
+            return dataclasses.field(default_factory=f.default_factory)
+        return dataclasses.field(default=f.default)
+
+    return dataclasses.make_dataclass(cls.__name__, [(f.name, f.type, field_of(f)) for f in dataclasses.fields(cls)])
+
+
+@pytest.mark.parametrize("name", sorted(schema.classes()))
+def test_schema_init_sets_what_a_dataclass_init_sets(name):
+    """Every schema class: an instance without arguments holds what the dataclass-generated
+    ``__init__`` of the same fields holds (nested schemas and new list/dict copies included),
+    and OmegaConf builds the same node from either class."""
+    cls = schema.classes()[name]
+    twin = _twin(cls)
+    mine, theirs = cls(), twin()
+    assert dataclasses.asdict(mine) == dataclasses.asdict(theirs)
+    assert OmegaConf.to_yaml(OmegaConf.structured(cls)) == OmegaConf.to_yaml(OmegaConf.structured(twin))
+    for f in dataclasses.fields(cls):   # a factory's value is new per instance, as dataclasses make it
+        v = getattr(mine, f.name)
+        if isinstance(v, (list, dict)) or dataclasses.is_dataclass(v):
+            assert getattr(cls(), f.name) is not v
+
+
+def test_schema_init_arguments_like_a_dataclass():
+    """A generated schema (PartitionSchema: name, tp, pp, ...): keyword and positional arguments
+    in field order, the defaults for the rest, and the errors a dataclass raises."""
+    cls = schema.PartitionSchema
+    assert cls.__init__.__qualname__.startswith("_schema_init")   # not dataclasses' own
+    twin = _twin(cls)
+    for args, kwargs in (((), {}), (("tp4", 4), {"pp": 2}), ((), {"name": "x", "ep": 8})):
+        assert dataclasses.asdict(cls(*args, **kwargs)) == dataclasses.asdict(twin(*args, **kwargs))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        cls(nope=1)
+    with pytest.raises(TypeError, match="multiple values for argument 'name'"):
+        cls("a", name="b")
+    with pytest.raises(TypeError, match="positional arguments"):
+        cls(*range(len(dataclasses.fields(cls)) + 1))
