@@ -33,55 +33,73 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-class JsonCache:
-    """key -> JSON value, persisted across processes (module docstring). ``max_entries`` bounds
-    the file: beyond it new results are still returned, not kept."""
+class StampedMap:
+    """key -> value kept in one file shared by processes: read lazily on the first ``get`` or
+    ``put``, new entries merged into it when the process exits (read, merge, atomic replace;
+    errors ignored: a file that cannot be read or written costs only the computation). The
+    subclass says where the file is (``_file``, stamped with what could change a value without
+    changing its key), how it is read and written (``_read``, ``_write``), how old and new entries
+    merge (``_merged``) and whether it is on (``enabled``)."""
 
-    def __init__(self, name: str, packages: tuple = (), sources: tuple = (), max_entries: int = 20_000):
+    #: open files in binary mode (the subclass's format)
+    binary = False
+
+    def __init__(self, name: str, max_entries: int = 20_000):
         self.name = name
-        self.packages = tuple(packages)
-        self.sources = tuple(Path(s) for s in sources)
         self.max_entries = max_entries
         self.entries: dict | None = None
         self.new: dict = {}
         self.path: Path | None = None
 
-    def _stamp(self) -> str:
-        from importlib.util import find_spec
+    # --- the subclass's format
+    def enabled(self) -> bool:
+        return os.environ.get(ENABLE_ENV, "1") != "0"
 
-        h = hashlib.sha256(self.name.encode())
-        for pkg in self.packages:
-            spec = find_spec(pkg)
-            st = os.stat(spec.origin)
-            h.update(f"|{pkg}|{spec.origin}|{st.st_size}|{st.st_mtime_ns}".encode())
-        for src in self.sources:
-            h.update(src.read_bytes())
-        return h.hexdigest()[:16]
+    def _file(self) -> Path | None:
+        """The file of the current stamps (None: nothing may be kept)."""
+        raise NotImplementedError
 
+    def _read(self, f) -> dict | None:
+        raise NotImplementedError
+
+    def _write(self, f, entries: dict) -> None:
+        raise NotImplementedError
+
+    def _merged(self, old: dict, new: dict) -> dict:
+        return {**old, **new}
+
+    # --- shared
     def _load(self) -> dict:
         if self.entries is not None:
             return self.entries
         self.entries = {}
-        if os.environ.get(ENABLE_ENV, "1") == "0":
+        if not self.enabled():
             return self.entries
         try:
-            self.path = cache_dir() / f"{self.name}-{self._stamp()}.json"
-            if self.path.is_file():
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                if isinstance(data, dict):
-                    self.entries = data
+            self.path = self._file()
+            self.entries = self._read_path(self.path) or {}
         except (OSError, ValueError, TypeError, ImportError, AttributeError):
             self.entries = {}
         return self.entries
+
+    def _read_path(self, path: Path | None) -> dict | None:
+        if path is None or not path.is_file():
+            return None
+        try:
+            with open(path, "rb" if self.binary else "r", **({} if self.binary else {"encoding": "utf-8"})) as f:
+                data = self._read(f)
+        except Exception:  # noqa: BLE001 - missing, corrupt or foreign: compute instead
+            return None
+        return data if isinstance(data, dict) else None
 
     def get(self, key: str):
         """The cached value of ``key`` or None."""
         return self._load().get(key)
 
     def put(self, key: str, value) -> None:
-        """Keep ``value`` (JSON numbers / lists) for ``key``; written when the process exits."""
+        """Keep ``value`` for ``key``; written when the process exits."""
         entries = self._load()
-        if self.path is None or len(entries) >= self.max_entries:
+        if self.path is None:
             return
         if not self.new:
             import atexit
@@ -96,25 +114,55 @@ class JsonCache:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            old: dict = {}
-            if self.path.is_file():
-                try:
-                    loaded = json.loads(self.path.read_text(encoding="utf-8"))
-                    old = loaded if isinstance(loaded, dict) else {}
-                except ValueError:
-                    old = {}
-            old.update(self.new)
+            entries = self._merged(self._read_path(self.path) or {}, self.new)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.name}-")
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(old, f)
+                with os.fdopen(fd, "wb" if self.binary else "w", **({} if self.binary else {"encoding": "utf-8"})) as f:
+                    self._write(f, entries)
                 os.replace(tmp, self.path)
-            except OSError:
+            except BaseException:
                 os.unlink(tmp)
                 raise
             self.new = {}
-        except OSError:
+        except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
             pass
 
 
-__all__ = ["JsonCache", "cache_dir", "CACHE_DIR_ENV", "ENABLE_ENV"]
+class JsonCache(StampedMap):
+    """key -> JSON value, persisted across processes (module docstring). ``max_entries`` bounds
+    the file: beyond it new results are still returned, not kept."""
+
+    def __init__(self, name: str, packages: tuple = (), sources: tuple = (), max_entries: int = 20_000):
+        super().__init__(name, max_entries)
+        self.packages = tuple(packages)
+        self.sources = tuple(Path(s) for s in sources)
+
+    def _stamp(self) -> str:
+        from importlib.util import find_spec
+
+        h = hashlib.sha256(self.name.encode())
+        for pkg in self.packages:
+            spec = find_spec(pkg)
+            st = os.stat(spec.origin)
+            h.update(f"|{pkg}|{spec.origin}|{st.st_size}|{st.st_mtime_ns}".encode())
+        for src in self.sources:
+            h.update(src.read_bytes())
+        return h.hexdigest()[:16]
+
+    def _file(self) -> Path:
+        return cache_dir() / f"{self.name}-{self._stamp()}.json"
+
+    def _read(self, f):
+        return json.load(f)
+
+    def _write(self, f, entries: dict) -> None:
+        json.dump(entries, f)
+
+    def put(self, key: str, value) -> None:
+        """Keep ``value`` (JSON numbers / lists) for ``key``; written when the process exits."""
+        if len(self._load()) >= self.max_entries:
+            return
+        super().put(key, value)
+
+
+__all__ = ["StampedMap", "JsonCache", "cache_dir", "CACHE_DIR_ENV", "ENABLE_ENV"]

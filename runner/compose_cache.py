@@ -42,6 +42,8 @@ import pickle
 import sys
 from pathlib import Path
 
+from engine.persist import StampedMap
+
 ENABLE_ENV = "SIMLLM_COMPOSE_CACHE"
 #: Bumped when what a file holds changes meaning.
 FORMAT = 2
@@ -246,23 +248,25 @@ def _prune(d: Path) -> None:
             pass
 
 
-class Memo:
-    """A small map kept across processes beside the compositions: key (text) -> a value pickled
-    as it was computed, for parses whose result depends only on the key and on the code that
-    parses (a config file's text, named by its path and stamp; an override's text). ``get``
-    returns a new copy each time (read back from its pickle), or None; ``put`` keeps a value,
-    written when the process exits (merged into the file, atomic replace, at most ``max_entries``,
-    the newest kept). The file is used only while the stamps of ``sources`` (the parsing code:
-    files, or packages found without importing them) are those it was written with. Off (nothing
-    read or written) where the compose cache is off (``enabled``)."""
+class Memo(StampedMap):
+    """A small map kept across processes beside the compositions (engine.persist.StampedMap): key
+    (text) -> a value pickled as it was computed, for parses whose result depends only on the key
+    and on the code that parses (a config file's text, named by its path and stamp; an override's
+    text). ``get`` returns a new copy each time (read back from its pickle), or None; ``put`` keeps
+    a value, written when the process exits (merged into the file, at most ``max_entries``, the
+    newest kept). The file is used only while the stamps of ``sources`` (the parsing code: files,
+    or packages found without importing them) are those it was written with. Off (nothing read or
+    written) where the compose cache is off (``enabled``)."""
 
     FORMAT = 1
+    binary = True
 
     def __init__(self, name: str, sources=(), packages=(), max_entries: int = 512):
-        self.name, self.max_entries = name, max_entries
+        super().__init__(name, max_entries)
         self.sources, self.packages = tuple(map(str, sources)), tuple(packages)
-        self.entries: dict | None = None
-        self.new: dict = {}
+
+    def enabled(self) -> bool:
+        return enabled()
 
     def _stamps(self) -> list:
         from importlib.util import find_spec
@@ -273,30 +277,26 @@ class Memo:
             out.append((pkg, stamp(spec.origin) if spec is not None and spec.origin else None))
         return out
 
-    def _path(self) -> Path:
-        return folder() / f"{self.name}.memo"
+    def _file(self) -> Path | None:
+        self._stamped = self._stamps()
+        return None if any(st is None for _, st in self._stamped) else folder() / f"{self.name}.memo"
 
-    def _load(self) -> dict:
-        if self.entries is None:
-            self.entries = {}
-            if enabled():
-                self.entries = self._read(self._stamps()) or {}
-        return self.entries
-
-    def _read(self, stamps) -> dict | None:
-        try:
-            with open(self._path(), "rb") as f:
-                head = pickle.load(f)
-                if not (isinstance(head, dict) and head.get("format") == self.FORMAT
-                        and head.get("stamps") == stamps):
-                    return None
-                entries = pickle.load(f)
-            return entries if isinstance(entries, dict) else None
-        except Exception:  # noqa: BLE001 - missing, corrupt or foreign: parse instead
+    def _read(self, f):
+        head = pickle.load(f)
+        if not (isinstance(head, dict) and head.get("format") == self.FORMAT
+                and head.get("stamps") == self._stamped):
             return None
+        return pickle.load(f)
+
+    def _write(self, f, entries: dict) -> None:
+        pickle.dump({"format": self.FORMAT, "stamps": self._stamped}, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _merged(self, old: dict, new: dict) -> dict:
+        return dict(list({**old, **new}.items())[-self.max_entries:])
 
     def get(self, key: str):
-        blob = self._load().get(key)
+        blob = super().get(key)
         if blob is None:
             return None
         try:
@@ -305,42 +305,9 @@ class Memo:
             return None
 
     def put(self, key: str, value) -> None:
-        if not enabled():
-            return
         try:
             buf = io.BytesIO()
             _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
         except Exception:  # noqa: BLE001 - a value pickle cannot write: not kept
             return
-        if not self.new:
-            import atexit
-
-            atexit.register(self.save)
-        self._load()[key] = self.new[key] = buf.getvalue()
-
-    def save(self) -> None:
-        """Merge this process's new entries into the file (errors ignored)."""
-        if not self.new:
-            return
-        import tempfile
-
-        try:
-            stamps = self._stamps()
-            if any(st is None for _, st in stamps):
-                return
-            d = folder()
-            d.mkdir(parents=True, exist_ok=True)
-            entries = {**(self._read(stamps) or {}), **self.new}
-            keep = dict(list(entries.items())[-self.max_entries:])
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{self.name}-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    pickle.dump({"format": self.FORMAT, "stamps": stamps}, f, protocol=pickle.HIGHEST_PROTOCOL)
-                    pickle.dump(keep, f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, self._path())
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            self.new = {}
-        except Exception:  # noqa: BLE001
-            pass
+        super().put(key, buf.getvalue())

@@ -186,10 +186,15 @@ class Admission:
         return out
 
     # ------------------------------------------------------- decode reservation
+    def _grown(self, idx, k):
+        """(blocks the sequences ``idx`` hold after ``k`` more decode steps, ceil((ctx + k -
+        cached) / bs); the blocks they hold now); ``idx`` an index array or a slice."""
+        return -(-(self.ctx[idx] + k - self.cached[idx]) // self.bs), self.blocks[idx]
+
     def need(self, idx, k):
         """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
-        own = self.ctx[idx] + k - self.cached[idx]
-        return int(np.maximum(0, -(-own // self.bs) - self.blocks[idx]).sum())
+        newb, blk = self._grown(idx, k)
+        return isum(np.maximum(newb - blk, 0))
 
     def reserve_decodes(self):
         """Reserve the next token's KV block for every decoding sequence, preempting newest
@@ -201,17 +206,15 @@ class Admission:
             return None
         # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
         sel = slice(0, nd) if didx[-1] == nd - 1 else didx
-        newb = (self.ctx[sel] + self.bs - self.cached[sel]) // self.bs   # ceil((ctx + 1 - cached) / bs)
-        blk = self.blocks[sel]
-        need = isum(np.maximum(newb - blk, 0))                           # ``need(didx, 1)``
+        newb, blk = self._grown(sel, 1)
+        need = isum(np.maximum(newb - blk, 0))                           # ``need(sel, 1)``
         if need > self.kv.avail():
             self.make_room(1)
-            didx = (self.pf[:self.n] == 0).nonzero()[0]
+            didx = sel = (self.pf[:self.n] == 0).nonzero()[0]
             if not len(didx):
                 return None
-            need = self.need(didx, 1)
-            own = self.ctx[didx] + 1 - self.cached[didx]
-            sel, newb, blk = didx, -(-own // self.bs), self.blocks[didx]
+            newb, blk = self._grown(sel, 1)
+            need = isum(np.maximum(newb - blk, 0))
         self.kv.take(need)
         self.blocks[sel] = np.maximum(blk, newb)
         return didx
