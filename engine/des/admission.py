@@ -188,8 +188,13 @@ class Admission:
     # ------------------------------------------------------- decode reservation
     def _grown(self, idx, k):
         """(blocks the sequences ``idx`` hold after ``k`` more decode steps, ceil((ctx + k -
-        cached) / bs); the blocks they hold now); ``idx`` an index array or a slice."""
-        return -(-(self.ctx[idx] + k - self.cached[idx]) // self.bs), self.blocks[idx]
+        cached) / bs) = (ctx + k + bs - 1 - cached) // bs in integers; the blocks they hold now);
+        ``idx`` an index array or a slice. ``cached`` is 0 without a prefix cache."""
+        g = self.ctx[idx] + (k + self.bs - 1)
+        if self.kv.prefix is not None:
+            g -= self.cached[idx]
+        g //= self.bs
+        return g, self.blocks[idx]
 
     def need(self, idx, k):
         """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
@@ -207,7 +212,8 @@ class Admission:
         # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
         sel = slice(0, nd) if didx[-1] == nd - 1 else didx
         newb, blk = self._grown(sel, 1)
-        need = isum(np.maximum(newb - blk, 0))                           # ``need(sel, 1)``
+        d = newb - blk
+        need = isum(np.maximum(d, 0, out=d))                             # ``need(sel, 1)``
         if need > self.kv.avail():
             self.make_room(1)
             didx = sel = (self.pf[:self.n] == 0).nonzero()[0]
@@ -216,14 +222,17 @@ class Admission:
             newb, blk = self._grown(sel, 1)
             need = isum(np.maximum(newb - blk, 0))
         self.kv.take(need)
-        self.blocks[sel] = np.maximum(blk, newb)
+        if sel.__class__ is slice:        # blk is a view of the slot row
+            np.maximum(blk, newb, out=blk)
+        else:
+            self.blocks[sel] = np.maximum(blk, newb)
         return didx
 
     def unreserve(self, idx):
         """Give back blocks reserved beyond what the sequences ``idx`` hold now (a no-evict
         reservation keeps them)."""
         if not self.reserves:
-            newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
+            newb, _ = self._grown(idx, 0)
             self.kv.give(int((self.blocks[idx] - newb).sum()))
             self.blocks[idx] = newb
 

@@ -290,8 +290,7 @@ class Replica(Queue, Admission, Departures):
             if (run.at_completion is None or emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
                 # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
-                blk = self.blocks[:n]
-                newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
+                newb, blk = self._grown(slice(0, n), 0)
                 self.kv.give(isum(blk - newb))
                 blk[:] = newb
             st.tokens_out += ntok
