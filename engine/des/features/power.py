@@ -40,7 +40,6 @@ def roof_functions(sm, one_roof=None):
     piecewise-linear). ``line(B, p0, k)`` gives (a, b, p0, B) - step j's roof is a + b (p0 + B j),
     summed in closed form by ``busy_total`` - or the array of k roofs where no line holds."""
     memo: dict = {}
-    lines: dict = {}
 
     def one(T, n, chunks, nd, dctx):
         key = (T, n, chunks, nd, dctx)
@@ -61,12 +60,9 @@ def roof_functions(sm, one_roof=None):
         B = float(B)
         return np.asarray(roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B), dtype=np.float64)
 
-    def fit(B):
-        line = lines.get(B, 0)
-        if line == 0:
-            from engine.des.pricing import probe_line
-            line = lines[B] = probe_line(lambda P: at(B, P), float(B))
-        return line
+    from engine.des.pricing import line_memo
+    # the roof's line of every batch size, a block at a time (B and P flat arrays)
+    fit = line_memo(lambda B, P: roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B))
 
     def run(B, P):
         line = fit(B)
