@@ -45,11 +45,13 @@ class Admission:
     # ------------------------------------------------ what a scheduler policy reads
     def any_prefilling(self) -> bool:
         """Whether a running sequence still has prompt tokens to prefill."""
-        return bool(np.count_nonzero(self.pf[:self.n]))
+        return self.n_prefill > 0
 
     def prefilling(self) -> list:
         """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
         admission first."""
+        if not self.n_prefill:
+            return []
         part = (self.pf[:self.n] > 0).nonzero()[0]
         if not len(part):
             return []
@@ -179,6 +181,7 @@ class Admission:
                 st.recompute_tokens += pf
                 st.recomputed[rid] += pf
             if pf:
+                self.n_prefill += 1
                 out.append((s, chunk))
                 used += chunk
             n_round += 1
@@ -205,7 +208,8 @@ class Admission:
         """Reserve the next token's KV block for every decoding sequence, preempting newest
         first (``make_room``) when the pool lacks them; returns their slots, or None if none is
         decoding."""
-        didx = (self.pf[:self.n] == 0).nonzero()[0]
+        # every running sequence decodes unless some still prefill
+        didx = self._slots[:self.n] if not self.n_prefill else (self.pf[:self.n] == 0).nonzero()[0]
         nd = len(didx)
         if not nd:
             return None

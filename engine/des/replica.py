@@ -87,6 +87,8 @@ class Replica(Queue, Admission, Departures):
         self.last = np.full(S, np.nan)
         self._step = np.zeros((2, 1), np.int64)   # (k, -k) of a decode run (``finish``)
         self.n = 0
+        self.n_prefill = 0            # running sequences with prompt tokens still to prefill (pf > 0)
+        self._slots = np.arange(S)    # slot numbers: the first n are every running slot
         self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
         self._key = KEYS[spec.scheduling.queue_policy]
@@ -334,6 +336,7 @@ class Replica(Queue, Admission, Departures):
                 pf[s] -= c
                 prefill += c
                 if pf[s] == 0:
+                    self.n_prefill -= 1
                     self._emit_first(s, t, tc)
                     maybe_done = maybe_done or left[s] <= 0
             self.iterations += 1
