@@ -263,7 +263,8 @@ class Replica(Queue, Admission, Departures):
                 step = self._step         # ctx += k, left -= k: rows 1 and 2 of _ints, one add
                 step[0, 0] = k
                 step[1, 0] = -k
-                self._ints[1:3, :n] += step
+                v = self._ints[1:3, :n]   # in place on the view (no write-back)
+                v += step
                 ntok = n * k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
                 tok = emit[-1]
@@ -311,7 +312,11 @@ class Replica(Queue, Admission, Departures):
                 # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
                 sel = slice(0, nd) if didx[-1] == nd - 1 else didx
                 if em is None:            # ctx += 1, left -= 1: rows 1 and 2 of _ints, one add
-                    self._ints[1:3, sel] += _ONE_STEP
+                    if sel.__class__ is slice:
+                        v = self._ints[1:3, sel]      # in place on the view (no write-back)
+                        v += _ONE_STEP
+                    else:
+                        self._ints[1:3, sel] += _ONE_STEP
                 else:
                     self.ctx[sel] += em
                     self.left[sel] -= em
