@@ -29,6 +29,12 @@ gc.disable()
 # identical). Set before numpy is imported; an OPENBLAS_NUM_THREADS of the user's own stays.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# The methods @dataclass writes are compiled once and read back in later processes (~0.04 CPU-s
+# a process here): before Hydra, whose config schemas are dataclasses (runner/dataclass_code.py).
+from runner import dataclass_code  # noqa: E402
+
+dataclass_code.install()
+
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
