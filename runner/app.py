@@ -31,9 +31,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # The methods @dataclass writes are compiled once and read back in later processes (~0.04 CPU-s
 # a process here): before Hydra, whose config schemas are dataclasses (runner/dataclass_code.py).
-from runner import dataclass_code  # noqa: E402
+from runner import dataclass_code, hydra_import  # noqa: E402
 
 dataclass_code.install()
+hydra_import.install()        # Hydra's own schema stored by name, built on first load
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
@@ -43,6 +44,7 @@ from omegaconf import DictConfig  # noqa: E402
 from engine.errors import SpecError  # noqa: E402
 from runner import experiments, hydra_fast, schema  # noqa: E402
 
+hydra_import.finish()
 hydra_fast.install()          # unless SIMLLM_HYDRA_SHORTCUTS=0
 # with the shortcuts on, both store names only and build a node when a compose loads it (not at
 # all when the compose cache has the composition: runner.compose_cache)

@@ -22,10 +22,9 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 
 from runner import compose_cache, experiments
-
 #: Set to 0 for Hydra's own behaviour throughout (none of the patches); the outputs are the same
 #: either way (tests/runner/test_faststart.py compares a sweep's files).
-SHORTCUTS_ENV = "SIMLLM_HYDRA_SHORTCUTS"
+from runner.hydra_import import SHORTCUTS_ENV
 
 
 def share_config_store() -> None:

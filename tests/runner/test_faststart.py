@@ -575,3 +575,50 @@ def test_plugin_schemas_stored_lazily_build_what_the_plugin_stored():
         a, b = cs.load(f"hydra/launcher/{name}.yaml"), cs.load(f"hydra/launcher/{name}.yaml")
         assert OmegaConf.to_yaml(a.node) == OmegaConf.to_yaml(OmegaConf.structured(node)), name
         assert a.node is not b.node and a.node == b.node
+
+
+_HYDRA_CONF_CHECK = """
+import json, sys
+import runner.app  # first, as the simllm process: Hydra is imported by it
+from hydra.conf import HydraConf
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+from runner.hydra_fast import LazyNode
+
+cs = ConfigStore.instance()
+entry = cs.repo["hydra"]["config.yaml"]
+a, b = cs.load("hydra/config.yaml"), cs.load("hydra/config.yaml")
+ref = OmegaConf.structured(HydraConf())
+print(json.dumps({"lazy": isinstance(entry.node, LazyNode),
+                  "fields": [entry.name, entry.group, entry.package, entry.provider],
+                  "same_yaml": OmegaConf.to_yaml(a.node) == OmegaConf.to_yaml(ref),
+                  "same_type": OmegaConf.get_type(a.node) is OmegaConf.get_type(ref) is HydraConf,
+                  "equal": a.node == ref, "new_copy": a.node is not b.node,
+                  "finder_left": any(type(f).__name__ == "type" and f.__name__ == "_Finder"
+                                     for f in sys.meta_path)}))
+"""
+
+
+@pytest.mark.parametrize("shortcuts", ["1", "0"])
+def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_path, shortcuts):
+    """runner.hydra_import: with the shortcuts on, ``hydra/config`` (Hydra's own schema, stored
+    by hydra.conf while Hydra is imported) is a lazy entry with Hydra's name, group, package and
+    provider, and it loads as ``OmegaConf.structured(HydraConf())`` (built here independently:
+    same YAML, type and equality), a new copy each load; with SIMLLM_HYDRA_SHORTCUTS=0 the entry
+    is Hydra's own, built at import. No finder is left on sys.meta_path either way."""
+    import json
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])     # this checkout, not the installed one
+    env = {**os.environ, "SIMLLM_HYDRA_SHORTCUTS": shortcuts, "SIMLLM_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    p = subprocess.run([sys.executable, "-c", _HYDRA_CONF_CHECK], env=env, capture_output=True,
+                       text=True, cwd=str(tmp_path), check=True)
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["lazy"] is (shortcuts == "1")
+    assert got["fields"] == ["config.yaml", "hydra", None, "hydra"]
+    assert got["same_yaml"] and got["same_type"] and got["equal"] and got["new_copy"]
+    assert not got["finder_left"]
