@@ -9,10 +9,13 @@ included. The text of a method depends only on its class's fields and options, s
 come back in every process.
 
 ``install()`` gives the ``dataclasses`` module an ``exec`` of its own (``_exec``) that compiles
-each text once and keeps the code object in a file of engine.persist's cache folder
-(``dataclass-code-<interpreter tag>.marshal``, read with ``marshal`` as a ``.pyc`` file is;
-entries are merged into it when the process exits); a text met before runs from the code object
-read back (~3 ms to read ~530 of them). Running the code compiled from a text is what ``exec``
+each text once and keeps the code object in a file of engine.persist's cache folder, one file
+per top-level package of the class's module (``dataclass-code-<package>-<interpreter
+tag>.marshal``, read with ``marshal`` as a ``.pyc`` file is, on the first method of that
+package; entries are merged into it when the process exits): a text met before runs from the
+code object read back (~3 ms to read the ~530 of a run), and a process reads only the files of
+the packages it loads (a tracked run's MLflow, SQLAlchemy and alembic add ~900 methods that the
+other processes do not read). Running the code compiled from a text is what ``exec``
 of the text does: the same text, the same file name ``<string>``, no ``__future__`` flags
 inherited (dataclasses.py has none: checked), the same globals and locals; so every class and
 method is the one ``exec`` of the text would have made. The file is used only by the
@@ -48,7 +51,7 @@ class CodeMap(StampedMap):
 
     binary = True
 
-    def __init__(self, name: str = "dataclass-code", max_entries: int = 4096):
+    def __init__(self, name: str = "dataclass-code", max_entries: int = 2048):
         super().__init__(name, max_entries)
 
     def _file(self):
@@ -67,8 +70,20 @@ class CodeMap(StampedMap):
         return dict(list({**old, **new}.items())[-self.max_entries:])
 
 
-_CODES = CodeMap()
+#: top-level package -> its CodeMap (made on the package's first method).
+_CODES: dict = {}
 _builtin_exec = exec
+
+
+def _codes(globals) -> CodeMap:
+    """The CodeMap of the package whose module's globals these are ("_" where unnamed)."""
+    pkg = str(globals.get("__name__") or "").partition(".")[0]
+    if not pkg.isidentifier():
+        pkg = "_"
+    m = _CODES.get(pkg)
+    if m is None:
+        m = _CODES[pkg] = CodeMap(f"dataclass-code-{pkg}")
+    return m
 
 
 def _exec(source, globals=None, locals=None, /):
@@ -82,11 +97,12 @@ def _exec(source, globals=None, locals=None, /):
             locals = frame.f_locals
     elif locals is None:
         locals = globals
-    if type(source) is str:
-        code = _CODES.get(source)
+    if type(source) is str and isinstance(globals, dict):
+        codes = _codes(globals)
+        code = codes.get(source)
         if type(code) is not CodeType:
             code = compile(source, "<string>", "exec", dont_inherit=True)
-            _CODES.put(source, code)
+            codes.put(source, code)
         source = code
     return _builtin_exec(source, globals, locals)
 

@@ -58,13 +58,19 @@ def codes(tmp_path, monkeypatch):
     was = getattr(dataclasses, "exec", None)
     dcc.uninstall()
 
+    made = []
+
     def new():
-        m = dcc.CodeMap()
-        monkeypatch.setattr(dcc, "_CODES", m)
-        return m
+        maps: dict = {}
+        monkeypatch.setattr(dcc, "_CODES", maps)
+        made.append(maps)
+        return maps
 
     yield new
     dcc.uninstall()
+    for maps in made:            # nothing left to write into tmp_path when the process exits
+        for m in maps.values():
+            m.new = {}
     if was is not None:
         dataclasses.exec = was
 
@@ -75,10 +81,14 @@ def test_methods_equal_the_builtin_execs_and_read_back_compiles_nothing(codes, m
     dcc.install()
     assert getattr(dataclasses.exec, "_simllm", False)
     made = _variants()                       # compiled by _exec, kept
-    # each distinct method text kept once (classes with the same fields share their texts)
-    assert len(first.new) >= 10 and all(type(c) is types.CodeType for c in first.new.values())
-    first.save()
-    assert first.path.is_file()
+    # each distinct method text kept once (classes with the same fields share their texts), in
+    # the file of the classes' module's package (make_dataclass: "types")
+    kept = {k: v for m in first.values() for k, v in m.new.items()}
+    assert list(first) == ["types"]
+    assert len(kept) >= 10 and all(type(c) is types.CodeType for c in kept.values())
+    for m in first.values():
+        m.save()
+        assert m.path.is_file() and "dataclass-code-types-" in m.path.name
 
     second = codes()                         # a later process: the file read back
     compiled = []
@@ -86,7 +96,7 @@ def test_methods_equal_the_builtin_execs_and_read_back_compiles_nothing(codes, m
     monkeypatch.setattr(dcc, "compile", lambda *a, **k: compiled.append(a) or real(*a, **k),
                         raising=False)
     again = _variants()
-    assert compiled == [] and second.new == {}
+    assert compiled == [] and list(second) == ["types"] and second["types"].new == {}
     for r, m, a in zip(ref, made, again):
         _same(r, m)
         _same(r, a)
@@ -135,7 +145,8 @@ def test_not_applied_where_dataclasses_source_differs_or_persist_is_off(codes, t
 
 
 def test_a_foreign_or_corrupt_file_is_not_read(codes):
-    m = codes()
+    codes()
+    m = dcc.CodeMap("dataclass-code-types")
     path = m._file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"not marshal")
@@ -143,4 +154,4 @@ def test_a_foreign_or_corrupt_file_is_not_read(codes):
     import marshal
 
     path.write_bytes(marshal.dumps(((0, sys.version), {"def f(): pass": 1})))
-    assert codes().get("def f(): pass") is None
+    assert dcc.CodeMap("dataclass-code-types").get("def f(): pass") is None
