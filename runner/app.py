@@ -29,11 +29,12 @@ gc.disable()
 # identical). Set before numpy is imported; an OPENBLAS_NUM_THREADS of the user's own stays.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# The methods @dataclass writes are compiled once and read back in later processes (~0.04 CPU-s
-# a process here): before Hydra, whose config schemas are dataclasses (runner/dataclass_code.py).
-from runner import dataclass_code, hydra_import  # noqa: E402
+# The methods @dataclass writes and the regular expressions modules compile at import are
+# compiled once and read back in later processes (~0.06 CPU-s a process here): before Hydra,
+# whose config schemas are dataclasses (runner/compiled.py).
+from runner import compiled, hydra_import  # noqa: E402
 
-dataclass_code.install()
+compiled.install()
 hydra_import.install()        # Hydra's own schema stored by name, built on first load
 
 import hydra  # noqa: E402

@@ -533,26 +533,6 @@ class _TaskCopy:
         return copy.deepcopy(x, memo)
 
 
-def _source_of(func) -> str | None:
-    """The source text of a plain function, as ``inspect.getsource`` gives it (the block from its
-    ``def`` line), read from its code object's file and first line: ``inspect.getsource`` first
-    maps every loaded module to its file to find the function's module (~5 ms of a process
-    here). None where the file cannot be read."""
-    import inspect
-    import linecache
-
-    code = getattr(func, "__code__", None)
-    if code is None:
-        return None
-    lines = linecache.getlines(code.co_filename)
-    if not lines or code.co_firstlineno > len(lines):
-        return None
-    try:
-        return "".join(inspect.getblock(lines[code.co_firstlineno - 1:]))
-    except (SyntaxError, IndentationError, ValueError):
-        return None
-
-
 def lean_task_copy() -> None:
     """Hydra's ``run_job`` deep-copies the job's whole config to hand the task its config, then
     deletes ``hydra`` from the copy: the copy of the hydra node (~3.5 ms of a ~12 ms copy for
@@ -563,7 +543,9 @@ def lean_task_copy() -> None:
 
     if isinstance(hcu.copy, _TaskCopy):
         return
-    source = _source_of(hcu.run_job)
+    from runner.compiled import source_of
+
+    source = source_of(hcu.run_job)
     if source is None:
         return
     if all(line in source for line in _RUN_JOB_LINES) and source.count("copy.deepcopy(") == 2:

@@ -623,27 +623,3 @@ def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_pa
     assert got["same_yaml"] and got["same_type"] and got["equal"] and got["new_copy"]
     assert not got["finder_left"]
 
-
-def _decorated_for_source_test(f):
-    return f
-
-
-@_decorated_for_source_test
-def _example_for_source_test(x):
-    """A decorated function: its source starts at the decorator line, as inspect gives it."""
-    if x:
-        return 1
-    return 2
-
-
-def test_source_of_equals_inspect_getsource():
-    """hydra_fast._source_of (the guards' source check without inspect's module search) gives
-    inspect.getsource's text: Hydra's run_job (what lean_task_copy checks), a module-level
-    function of Hydra's and a decorated function here; None for what has no code."""
-    import inspect
-
-    import hydra.core.utils as hcu
-
-    for f in (hcu.run_job, hcu._save_config, _example_for_source_test, app._plain_ascii):
-        assert app._source_of(f) == inspect.getsource(f), f.__name__
-    assert app._source_of(len) is None

@@ -1,7 +1,10 @@
-"""runner.dataclass_code: the methods of dataclasses made with the kept code objects are the ones
+"""runner.compiled: the methods of dataclasses made with the kept code objects are the ones
 dataclasses' own ``exec`` makes (compared in the same test with the builtin: same code, names,
-defaults and behaviour), a second process's read-back compiles nothing, and the patch is left off
-where dataclasses' source is not the one it relies on or ``SIMLLM_PERSIST=0``."""
+defaults and behaviour), and the regular expressions built from the kept arguments equal
+Python's own compile of the same pattern (pattern equality compares the matcher's code; groups
+and matches compared too); a second process's read-back compiles and parses nothing; a pattern
+whose parse warns still warns each time; the patches are left off where the patched source is not
+the one they rely on or ``SIMLLM_PERSIST=0``; ``source_of`` reads what inspect.getsource reads."""
 
 import dataclasses
 import sys
@@ -10,7 +13,10 @@ from dataclasses import InitVar, field, make_dataclass
 
 import pytest
 
-import runner.dataclass_code as dcc
+import re
+import warnings
+
+import runner.compiled as dcc
 
 
 def _variants():
@@ -55,7 +61,7 @@ def codes(tmp_path, monkeypatch):
     file, as a new process reads it."""
     monkeypatch.setenv("SIMLLM_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("SIMLLM_PERSIST", raising=False)
-    was = getattr(dataclasses, "exec", None)
+    was = getattr(dataclasses, "exec", None), re._compiler.compile
     dcc.uninstall()
 
     made = []
@@ -71,8 +77,9 @@ def codes(tmp_path, monkeypatch):
     for maps in made:            # nothing left to write into tmp_path when the process exits
         for m in maps.values():
             m.new = {}
-    if was is not None:
-        dataclasses.exec = was
+    if was[0] is not None:
+        dataclasses.exec = was[0]
+    re._compiler.compile = was[1]
 
 
 def test_methods_equal_the_builtin_execs_and_read_back_compiles_nothing(codes, monkeypatch):
@@ -82,13 +89,13 @@ def test_methods_equal_the_builtin_execs_and_read_back_compiles_nothing(codes, m
     assert getattr(dataclasses.exec, "_simllm", False)
     made = _variants()                       # compiled by _exec, kept
     # each distinct method text kept once (classes with the same fields share their texts), in
-    # the file of the classes' module's package (make_dataclass: "types")
+    # the file of the classes' module's package (make_dataclass: "types", a standard-library module)
     kept = {k: v for m in first.values() for k, v in m.new.items()}
-    assert list(first) == ["types"]
+    assert list(first) == [("dataclass-code", "stdlib")]
     assert len(kept) >= 10 and all(type(c) is types.CodeType for c in kept.values())
     for m in first.values():
         m.save()
-        assert m.path.is_file() and "dataclass-code-types-" in m.path.name
+        assert m.path.is_file() and "dataclass-code-stdlib-" in m.path.name
 
     second = codes()                         # a later process: the file read back
     compiled = []
@@ -96,7 +103,8 @@ def test_methods_equal_the_builtin_execs_and_read_back_compiles_nothing(codes, m
     monkeypatch.setattr(dcc, "compile", lambda *a, **k: compiled.append(a) or real(*a, **k),
                         raising=False)
     again = _variants()
-    assert compiled == [] and list(second) == ["types"] and second["types"].new == {}
+    assert compiled == [] and list(second) == [("dataclass-code", "stdlib")]
+    assert second["dataclass-code", "stdlib"].new == {}
     for r, m, a in zip(ref, made, again):
         _same(r, m)
         _same(r, a)
@@ -146,7 +154,7 @@ def test_not_applied_where_dataclasses_source_differs_or_persist_is_off(codes, t
 
 def test_a_foreign_or_corrupt_file_is_not_read(codes):
     codes()
-    m = dcc.CodeMap("dataclass-code-types")
+    m = dcc.CodeMap("dataclass-code-stdlib")
     path = m._file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"not marshal")
@@ -154,4 +162,92 @@ def test_a_foreign_or_corrupt_file_is_not_read(codes):
     import marshal
 
     path.write_bytes(marshal.dumps(((0, sys.version), {"def f(): pass": 1})))
-    assert dcc.CodeMap("dataclass-code-types").get("def f(): pass") is None
+    assert dcc.CodeMap("dataclass-code-stdlib").get("def f(): pass") is None
+
+
+_PATTERNS = [
+    (r"(?P<key>[A-Za-z_][\w.]*)\s*=\s*(?P<value>.*)$", 0),
+    (r"^\s*-\s*experiment\s*:\s*(?!null\b)\S", re.M),
+    (r"(\d+(?:\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*(TB|GB|MB)/s", re.I),
+    (r"""
+        (?<=[a-z])   # after a lower-case letter
+        (?=[A-Z])    # before an upper-case one
+     """, re.X),
+    (r"caf\u00e9|na\u00efve|\N{GREEK SMALL LETTER ALPHA}+", re.I | re.U),
+    (rb"(?P<head>[\x00-\x7f]{2})(?P=head)", 0),
+    (r"a{2,5}?b|[^\]\-x]+", re.S),
+]
+_PATTERNS = [(p, int(f)) for p, f in _PATTERNS]    # as re._compile hands them on: plain ints
+
+
+def test_patterns_equal_pythons_own_and_read_back_parses_nothing(codes, monkeypatch):
+    first = codes()
+    dcc.install()
+    assert getattr(re._compiler.compile, "_simllm", False)
+    own = dcc._RE_OWN
+    for p, flags in _PATTERNS:
+        got, ref = dcc._re_compile(p, flags), own(p, flags)
+        assert got == ref and got.groupindex == ref.groupindex and got.groups == ref.groups
+    kept = [k for m in first.values() for k in m.new]
+    assert set(_PATTERNS) <= set(kept)
+    for m in first.values():
+        m.save()
+
+    second = codes()                          # a later process: the files read back
+    parsed = []
+    real = re._parser.parse
+    monkeypatch.setattr(dcc._re_parser, "parse", lambda *a: parsed.append(a) or real(*a))
+    texts = ["key_1 = 4.8 TB/s", "  - experiment: jalapeno\n", "2e3 gb/s", "aB", "CAF\u00c9 \u03b1\u03b1",
+             "xx-]b aab"]
+    built = [dcc._re_compile(p, flags) for p, flags in _PATTERNS]
+    assert parsed == []                       # every one from the kept arguments
+    for (p, flags), got in zip(_PATTERNS, built):
+        ref = own(p, flags)
+        assert got == ref and got.groupindex == ref.groupindex and got.flags == ref.flags
+        for t in texts:
+            t = t.encode() if isinstance(p, bytes) else t
+            a, b = got.search(t), ref.search(t)
+            assert (a and (a.span(), a.groups(), a.groupdict())) == (b and (b.span(), b.groups(), b.groupdict()))
+    assert all(not m.new for m in second.values())
+
+
+def test_patterns_that_may_warn_or_debug_are_compiled_every_time(codes):
+    maps = codes()
+    dcc.install()
+    for _ in range(2):
+        with pytest.warns(FutureWarning, match="Possible nested set"):
+            dcc._re_compile("[[a-z]", 0)
+        with pytest.warns(FutureWarning, match="Possible set difference"):
+            dcc._re_compile("[a-z--0-9]", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dcc._re_compile("[a-z]-[0-9]", 0)         # no set operation: kept
+    kept = [k for m in maps.values() for k in m.new]
+    assert ("[a-z]-[0-9]", 0) in kept and ("[[a-z]", 0) not in kept and ("[a-z--0-9]", 0) not in kept
+    with pytest.raises(re.error):                  # an invalid pattern fails as Python's own
+        dcc._re_compile("(unclosed", 0)
+
+
+def test_source_of_equals_inspect_getsource():
+    """source_of (the guards' source checks without inspect's module search) gives
+    inspect.getsource's text: Hydra's run_job (what hydra_fast.lean_task_copy checks), re's
+    compile, a decorated function here; None for what has no code."""
+    import inspect
+
+    import hydra.core.utils as hcu
+
+    for f in (hcu.run_job, hcu._save_config, re._compiler.compile, _example_for_source_test):
+        assert dcc.source_of(f) == inspect.getsource(f), f.__name__
+    assert dcc.source_of(len) is None
+
+
+def _decorated_for_source_test(f):
+    return f
+
+
+@_decorated_for_source_test
+def _example_for_source_test(x):
+    """A decorated function: its source starts at the decorator line, as inspect gives it."""
+    if x:
+        return 1
+    return 2
