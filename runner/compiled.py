@@ -214,8 +214,19 @@ _RE_OWN = None
 
 
 def re_applies() -> bool:
-    """Is ``re._compiler.compile`` the function ``_re_compile`` repeats?"""
-    src = source_of(_RE_OWN or _re_compiler.compile) or ""
+    """Is ``re._compiler.compile`` the function ``_re_compile`` repeats? (Its lines are read by
+    indentation, not with ``source_of``: the tokenizer behind that compiles a large regular
+    expression, which is then kept too once this is installed.)"""
+    import linecache
+
+    code = getattr(_RE_OWN or _re_compiler.compile, "__code__", None)
+    lines = linecache.getlines(code.co_filename) if code is not None else []
+    block = lines[code.co_firstlineno - 1:code.co_firstlineno] if lines else []
+    for line in lines[code.co_firstlineno:] if lines else ():
+        if line.strip() and not line[0].isspace():
+            break
+        block.append(line)
+    src = "".join(block)
     return all(line in src for line in _RE_LINES) and src.count("_sre.compile(") == 1
 
 

@@ -152,6 +152,20 @@ def test_not_applied_where_dataclasses_source_differs_or_persist_is_off(codes, t
     assert not hasattr(dataclasses, "exec")
 
 
+def test_re_patch_not_applied_where_re_compile_differs(codes, monkeypatch):
+    codes()
+    assert dcc.re_applies()
+
+    def compile(p, flags=0):   # another re._compiler.compile than the one _re_compile repeats
+        return p
+
+    monkeypatch.setattr(dcc, "_RE_OWN", None)
+    monkeypatch.setattr(dcc._re_compiler, "compile", compile)
+    assert not dcc.re_applies()
+    dcc.install()
+    assert dcc._re_compiler.compile is compile
+
+
 def test_a_foreign_or_corrupt_file_is_not_read(codes):
     codes()
     m = dcc.CodeMap("dataclass-code-stdlib")
