@@ -623,3 +623,61 @@ def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_pa
     assert got["same_yaml"] and got["same_type"] and got["equal"] and got["new_copy"]
     assert not got["finder_left"]
 
+
+
+def _same_tree(a, b, src, path="cfg"):
+    """Two deep copies of the same OmegaConf tree are alike node by node: node types, instance
+    dicts' keys, metadata (class, keys, each value's type and value; the flags dict and resolver
+    cache new objects, not the source's), values kept as the same object (OmegaConf copies them
+    shallowly), parents pointing into their own copy."""
+    from collections import defaultdict
+
+    assert type(a) is type(b), path
+    da, db, ds = a.__dict__, b.__dict__, src.__dict__
+    assert da.keys() == db.keys(), path
+    ma, mb, ms = da["_metadata"], db["_metadata"], ds["_metadata"]
+    assert type(ma) is type(mb) and ma.__dict__.keys() == mb.__dict__.keys(), path
+    for k in ma.__dict__:
+        va, vb = ma.__dict__[k], mb.__dict__[k]
+        assert type(va) is type(vb) and va == vb, (path, k)
+        if isinstance(va, dict):
+            assert va is not ms.__dict__[k] and vb is not ms.__dict__[k], (path, k)
+        if isinstance(va, defaultdict):
+            assert va.default_factory is vb.default_factory, (path, k)
+    if "_val" in da:
+        assert da["_val"] is db["_val"] is ds["_val"], path
+    content = da.get("_content")
+    if isinstance(content, dict):
+        for k in content:
+            assert content[k]._get_parent() is a and db["_content"][k]._get_parent() is b, path
+            _same_tree(content[k], db["_content"][k], ds["_content"][k], f"{path}.{k}")
+    elif isinstance(content, list):
+        for i, (x, y, z) in enumerate(zip(content, db["_content"], ds["_content"])):
+            _same_tree(x, y, z, f"{path}[{i}]")
+    else:
+        assert content == db.get("_content"), path
+
+
+def test_metadata_copy_equals_copys_generic_path(cfg_of):
+    """hydra_fast.fast_metadata_copy: a deep copy of a composed config (a read-only node and a
+    resolver-cache entry included) with Metadata's direct copy is, node by node, the copy made by
+    copy's generic path (the patch removed for the reference); the copy is independent."""
+    from omegaconf.base import Metadata
+
+    assert getattr(Metadata.__dict__.get("__deepcopy__"), "_simllm", False)   # installed
+    src = cfg_of("tracking=none", "hardware=h200")
+    OmegaConf.set_readonly(src.partition, True)
+    src.tracking._get_node("uri")._metadata.resolver_cache["oc.env"][("X",)] = "y"
+    fast = copy.deepcopy(src)
+    patch = Metadata.__deepcopy__
+    del Metadata.__deepcopy__
+    try:
+        ref = copy.deepcopy(src)
+    finally:
+        Metadata.__deepcopy__ = patch
+    _same_tree(fast, ref, src)
+    assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(ref) == OmegaConf.to_yaml(src)
+    assert OmegaConf.is_readonly(fast.partition) and not OmegaConf.is_readonly(fast.workload)
+    with open_dict(fast):
+        fast.workload.batch_size = 3
+    assert src.workload.batch_size != 3
