@@ -54,6 +54,10 @@ class _Loader:
             self.loader.exec_module(module)
         finally:
             ConfigStore.store = orig
+            # the module as Python's own import leaves it: its own loader on it and its spec
+            module.__loader__ = self.loader
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.loader = self.loader
 
     def __getattr__(self, name):
         return getattr(self.loader, name)

@@ -595,7 +595,9 @@ print(json.dumps({"lazy": isinstance(entry.node, LazyNode),
                   "same_type": OmegaConf.get_type(a.node) is OmegaConf.get_type(ref) is HydraConf,
                   "equal": a.node == ref, "new_copy": a.node is not b.node,
                   "finder_left": any(type(f).__name__ == "type" and f.__name__ == "_Finder"
-                                     for f in sys.meta_path)}))
+                                     for f in sys.meta_path),
+                  "own_loader": type(sys.modules["hydra.conf"].__loader__).__name__
+                  == type(sys.modules["hydra.conf"].__spec__.loader).__name__ == "SourceFileLoader"}))
 """
 
 
@@ -605,7 +607,8 @@ def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_pa
     by hydra.conf while Hydra is imported) is a lazy entry with Hydra's name, group, package and
     provider, and it loads as ``OmegaConf.structured(HydraConf())`` (built here independently:
     same YAML, type and equality), a new copy each load; with SIMLLM_HYDRA_SHORTCUTS=0 the entry
-    is Hydra's own, built at import. No finder is left on sys.meta_path either way."""
+    is Hydra's own, built at import. No finder is left on sys.meta_path either way, and
+    hydra.conf keeps its own loader."""
     import json
     import subprocess
     import sys
@@ -621,7 +624,7 @@ def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_pa
     assert got["lazy"] is (shortcuts == "1")
     assert got["fields"] == ["config.yaml", "hydra", None, "hydra"]
     assert got["same_yaml"] and got["same_type"] and got["equal"] and got["new_copy"]
-    assert not got["finder_left"]
+    assert not got["finder_left"] and got["own_loader"]
 
 
 
