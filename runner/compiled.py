@@ -132,23 +132,42 @@ _exec._simllm = True
 
 
 def source_of(func) -> str | None:
-    """The source text of a plain function, as ``inspect.getsource`` gives it (the block from
-    its first line), read from its code object's file and first line: ``inspect.getsource``
-    first maps every loaded module to its file to find the function's module (~5 ms of a
-    process here). None where there is no code or the file cannot be read."""
-    import inspect
+    """The source text of a plain function, as ``inspect.getsource`` gives it (its decorators,
+    its ``def`` and the lines indented under it, trailing blank lines left out), read from its
+    code object's file and first line by indentation: ``inspect.getsource`` first maps every
+    loaded module to its file to find the function's module and then runs the tokenizer (~5 ms
+    of a process here). None where there is no code or the file cannot be read."""
     import linecache
 
     code = getattr(func, "__code__", None)
     if code is None:
         return None
     lines = linecache.getlines(code.co_filename)
-    if not lines or code.co_firstlineno > len(lines):
+    i = code.co_firstlineno - 1
+    if not 0 <= i < len(lines):
         return None
-    try:
-        return "".join(inspect.getblock(lines[code.co_firstlineno - 1:]))
-    except (SyntaxError, IndentationError, ValueError):
+    block = []
+    while i < len(lines) and lines[i].lstrip().startswith("@"):   # decorators
+        block.append(lines[i])
+        i += 1
+    if i >= len(lines):
         return None
+    head = lines[i]
+    indent = len(head) - len(head.lstrip())
+    depth = 0
+    while i < len(lines):        # the def line, and those of a signature that spans lines
+        block.append(lines[i])
+        depth += sum(lines[i].count(c) for c in "([{") - sum(lines[i].count(c) for c in ")]}")
+        i += 1
+        if depth <= 0:
+            break
+    for line in lines[i:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        block.append(line)
+    while block and not block[-1].strip():
+        block.pop()
+    return "".join(block)
 
 
 def applies() -> bool:
@@ -214,19 +233,10 @@ _RE_OWN = None
 
 
 def re_applies() -> bool:
-    """Is ``re._compiler.compile`` the function ``_re_compile`` repeats? (Its lines are read by
-    indentation, not with ``source_of``: the tokenizer behind that compiles a large regular
-    expression, which is then kept too once this is installed.)"""
-    import linecache
-
-    code = getattr(_RE_OWN or _re_compiler.compile, "__code__", None)
-    lines = linecache.getlines(code.co_filename) if code is not None else []
-    block = lines[code.co_firstlineno - 1:code.co_firstlineno] if lines else []
-    for line in lines[code.co_firstlineno:] if lines else ():
-        if line.strip() and not line[0].isspace():
-            break
-        block.append(line)
-    src = "".join(block)
+    """Is ``re._compiler.compile`` the function ``_re_compile`` repeats? (Read with
+    ``source_of``, by indentation: the tokenizer compiles a large regular expression, which is
+    kept too once this is installed.)"""
+    src = source_of(_RE_OWN or _re_compiler.compile) or ""
     return all(line in src for line in _RE_LINES) and src.count("_sre.compile(") == 1
 
 

@@ -243,14 +243,21 @@ def test_patterns_that_may_warn_or_debug_are_compiled_every_time(codes):
 
 
 def test_source_of_equals_inspect_getsource():
-    """source_of (the guards' source checks without inspect's module search) gives
-    inspect.getsource's text: Hydra's run_job (what hydra_fast.lean_task_copy checks), re's
-    compile, a decorated function here; None for what has no code."""
+    """source_of (the guards' source checks, by indentation, without inspect's module search
+    and tokenizer) gives inspect.getsource's text: Hydra's run_job (a signature over several
+    lines: what hydra_fast.lean_task_copy checks), re's compile, OmegaConf's node copies (methods:
+    what hydra_fast.fast_value_node_copy checks), Hydra's get_help, a decorated function here;
+    None for what has no code."""
     import inspect
 
+    import hydra._internal.hydra as hh
     import hydra.core.utils as hcu
+    import omegaconf.nodes as nodes
 
-    for f in (hcu.run_job, hcu._save_config, re._compiler.compile, _example_for_source_test):
+    own = [getattr(f, "_hydra", f) for f in (nodes.AnyNode.__deepcopy__, nodes.BooleanNode.__deepcopy__)]
+    for f in (hcu.run_job, hcu._save_config, re._compiler.compile, _example_for_source_test,
+              nodes.ValueNode._deepcopy_impl, getattr(hh.Hydra.get_help, "_hydra", hh.Hydra.get_help),
+              *own):
         assert dcc.source_of(f) == inspect.getsource(f), f.__name__
     assert dcc.source_of(len) is None
 

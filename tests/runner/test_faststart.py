@@ -637,7 +637,8 @@ def _same_tree(a, b, src, path="cfg"):
 
     assert type(a) is type(b), path
     da, db, ds = a.__dict__, b.__dict__, src.__dict__
-    assert da.keys() == db.keys(), path
+    assert list(da) == list(db), path                  # the same keys, in the same order
+    assert da.get("_flags_cache") == db.get("_flags_cache"), path
     ma, mb, ms = da["_metadata"], db["_metadata"], ds["_metadata"]
     assert type(ma) is type(mb) and ma.__dict__.keys() == mb.__dict__.keys(), path
     for k in ma.__dict__:
@@ -661,25 +662,41 @@ def _same_tree(a, b, src, path="cfg"):
         assert content == db.get("_content"), path
 
 
-def test_metadata_copy_equals_copys_generic_path(cfg_of):
-    """hydra_fast.fast_metadata_copy: a deep copy of a composed config (a read-only node and a
-    resolver-cache entry included) with Metadata's direct copy is, node by node, the copy made by
-    copy's generic path (the patch removed for the reference); the copy is independent."""
+def test_node_copies_equal_omegaconfs_own(cfg_of):
+    """hydra_fast.fast_metadata_copy and fast_value_node_copy: a deep copy of a composed config
+    (a read-only node and a resolver-cache entry included) and of a config holding every patched
+    value-node type (path, bytes, enum-free scalars) is, node by node, the copy OmegaConf's own
+    code makes (both patches taken off for the reference: copy's generic path for the metadata,
+    each node class's own ``__deepcopy__``); the copy is independent of its source."""
+    from pathlib import Path
+
+    import omegaconf.nodes as nodes
     from omegaconf.base import Metadata
 
     assert getattr(Metadata.__dict__.get("__deepcopy__"), "_simllm", False)   # installed
+    patched = {n: vars(getattr(nodes, n))["__deepcopy__"] for n in app._VALUE_NODES}
+    assert all(getattr(f, "_simllm", False) for f in patched.values())
     src = cfg_of("tracking=none", "hardware=h200")
     OmegaConf.set_readonly(src.partition, True)
     src.tracking._get_node("uri")._metadata.resolver_cache["oc.env"][("X",)] = "y"
+    other = OmegaConf.create({"p": Path("a/b"), "b": b"xy", "i": 3, "f": 0.5, "t": True, "s": "s",
+                              "n": None, "l": [1, "two", {"k": Path("c")}]})
+    for cfg in (src, other):
+        fast = copy.deepcopy(cfg)
+        meta = Metadata.__deepcopy__
+        del Metadata.__deepcopy__
+        for n, f in patched.items():
+            setattr(getattr(nodes, n), "__deepcopy__", f._hydra)
+        try:
+            ref = copy.deepcopy(cfg)
+        finally:
+            Metadata.__deepcopy__ = meta
+            for n, f in patched.items():
+                setattr(getattr(nodes, n), "__deepcopy__", f)
+        _same_tree(fast, ref, cfg)
+        assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(ref) == OmegaConf.to_yaml(cfg)
+    assert OmegaConf.is_readonly(fast.l) is None or not OmegaConf.is_readonly(fast.l)
     fast = copy.deepcopy(src)
-    patch = Metadata.__deepcopy__
-    del Metadata.__deepcopy__
-    try:
-        ref = copy.deepcopy(src)
-    finally:
-        Metadata.__deepcopy__ = patch
-    _same_tree(fast, ref, src)
-    assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(ref) == OmegaConf.to_yaml(src)
     assert OmegaConf.is_readonly(fast.partition) and not OmegaConf.is_readonly(fast.workload)
     with open_dict(fast):
         fast.workload.batch_size = 3
