@@ -8,7 +8,8 @@ URI: an existing SQLite store (the benchmark's warm-up created and migrated it);
 directory a tracked run wrote (summary.json, config.yaml, ...). The parts, in order, the store's
 through runner.tracking as a job uses it:
   import mlflow        ``import mlflow`` with the cyclic collector off and then ``gc.freeze()``, as
-                       ``runner.tracking._client`` has it (runner.heap.loading);
+                       ``runner.tracking._client`` has it (runner.heap.loading), and the compiled
+                       dataclass methods and regular expressions read back (runner.compiled);
                        ``--collector-on`` leaves it on
   store set-up         the client of an existing store: MLflow's SQLAlchemy store modules, the
                        engine, the schema check against alembic's head revision, one query
@@ -29,6 +30,13 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 if not os.environ.get("PYTHONPATH"):   # bench_startup.py puts the checkout measured there
     sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+try:   # as runner.app installs it before anything loads (a checkout that has it)
+    from runner import compiled
+except ImportError:
+    pass
+else:
+    compiled.install()
 
 
 def main() -> None:

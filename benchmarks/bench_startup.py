@@ -18,7 +18,9 @@ of that process alone, wall time and peak RSS):
   floor: imports of a run
                a process that only imports the third-party packages every run above loads, as
                the run loads them (``import hydra, omegaconf, numpy, polars``, collector off then
-               frozen, one OpenBLAS thread): what simllm's own start-up cannot go below
+               frozen, one OpenBLAS thread, the compiled dataclass methods and regular
+               expressions read back as runner.compiled has them, Hydra's schema stored by name
+               as runner.hydra_import has it): what simllm's own start-up cannot go below
   floor: imports of a tracked run
                the same, then ``import mlflow`` and MLflow's SQLAlchemy tracking store
                (``mlflow.store.tracking.sqlalchemy_store``, which a SQLite URI opens), with the
@@ -61,8 +63,11 @@ TARGETS = {"help": 0.3, "analytical": 0.4, "des 1k": 0.5, "analytical, tracked":
 
 #: The floors: processes importing only the third-party packages a run loads, as the run loads
 #: them (runner.app, runner.heap.loading: the cyclic collector off, each block then frozen; one
-#: OpenBLAS thread; MLflow with the environment runner.tracking sets, telemetry off).
-_FLOOR = ("import gc, os; gc.disable(); os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); "
+#: OpenBLAS thread; runner.compiled and runner.hydra_import installed first; MLflow with the
+#: environment runner.tracking sets, telemetry off).
+_FLOOR = ("import gc, os; gc.disable(); os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
+          "try:\n    from runner import compiled, hydra_import\nexcept ImportError:\n    pass  # an older checkout\n"
+          "else:\n    compiled.install(); hydra_import.install()\n"
           "import hydra, omegaconf, numpy, polars; gc.freeze()")
 FLOORS = {"floor: imports of a run": _FLOOR,
           "floor: imports of a tracked run": _FLOOR + "; import runner.tracking; import mlflow; "

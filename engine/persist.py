@@ -14,11 +14,12 @@ every cache off (nothing read or written). Nothing here changes a number: a hit 
 the computation returned for the same key.
 """
 
-import hashlib
-import json
 import os
-import tempfile
 from pathlib import Path
+
+# hashlib, json and tempfile are imported where they are used: runner.compiled loads this module
+# before anything else of a ``simllm`` process, so that what those modules compile as they load
+# is kept too.
 
 CACHE_DIR_ENV = "SIMLLM_CACHE_DIR"
 ENABLE_ENV = "SIMLLM_PERSIST"
@@ -115,6 +116,8 @@ class StampedMap:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             entries = self._merged(self._read_path(self.path) or {}, self.new)
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.name}-")
             try:
                 with os.fdopen(fd, "wb" if self.binary else "w", **({} if self.binary else {"encoding": "utf-8"})) as f:
@@ -138,6 +141,7 @@ class JsonCache(StampedMap):
         self.sources = tuple(Path(s) for s in sources)
 
     def _stamp(self) -> str:
+        import hashlib
         from importlib.util import find_spec
 
         h = hashlib.sha256(self.name.encode())
@@ -153,9 +157,13 @@ class JsonCache(StampedMap):
         return cache_dir() / f"{self.name}-{self._stamp()}.json"
 
     def _read(self, f):
+        import json
+
         return json.load(f)
 
     def _write(self, f, entries: dict) -> None:
+        import json
+
         json.dump(entries, f)
 
     def put(self, key: str, value) -> None:

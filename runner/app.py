@@ -29,6 +29,14 @@ gc.disable()
 # identical). Set before numpy is imported; an OPENBLAS_NUM_THREADS of the user's own stays.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# The methods @dataclass writes and the regular expressions modules compile at import are
+# compiled once and read back in later processes (~0.06 CPU-s a process here): before Hydra,
+# whose config schemas are dataclasses (runner/compiled.py).
+from runner import compiled, hydra_import  # noqa: E402
+
+compiled.install()
+hydra_import.install()        # Hydra's own schema stored by name, built on first load
+
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
@@ -37,6 +45,7 @@ from omegaconf import DictConfig  # noqa: E402
 from engine.errors import SpecError  # noqa: E402
 from runner import experiments, hydra_fast, schema  # noqa: E402
 
+hydra_import.finish()
 hydra_fast.install()          # unless SIMLLM_HYDRA_SHORTCUTS=0
 # with the shortcuts on, both store names only and build a node when a compose loads it (not at
 # all when the compose cache has the composition: runner.compose_cache)

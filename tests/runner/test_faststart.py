@@ -575,3 +575,129 @@ def test_plugin_schemas_stored_lazily_build_what_the_plugin_stored():
         a, b = cs.load(f"hydra/launcher/{name}.yaml"), cs.load(f"hydra/launcher/{name}.yaml")
         assert OmegaConf.to_yaml(a.node) == OmegaConf.to_yaml(OmegaConf.structured(node)), name
         assert a.node is not b.node and a.node == b.node
+
+
+_HYDRA_CONF_CHECK = """
+import json, sys
+import runner.app  # first, as the simllm process: Hydra is imported by it
+from hydra.conf import HydraConf
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+from runner.hydra_fast import LazyNode
+
+cs = ConfigStore.instance()
+entry = cs.repo["hydra"]["config.yaml"]
+a, b = cs.load("hydra/config.yaml"), cs.load("hydra/config.yaml")
+ref = OmegaConf.structured(HydraConf())
+print(json.dumps({"lazy": isinstance(entry.node, LazyNode),
+                  "fields": [entry.name, entry.group, entry.package, entry.provider],
+                  "same_yaml": OmegaConf.to_yaml(a.node) == OmegaConf.to_yaml(ref),
+                  "same_type": OmegaConf.get_type(a.node) is OmegaConf.get_type(ref) is HydraConf,
+                  "equal": a.node == ref, "new_copy": a.node is not b.node,
+                  "finder_left": any(type(f).__name__ == "type" and f.__name__ == "_Finder"
+                                     for f in sys.meta_path),
+                  "own_loader": type(sys.modules["hydra.conf"].__loader__).__name__
+                  == type(sys.modules["hydra.conf"].__spec__.loader).__name__ == "SourceFileLoader"}))
+"""
+
+
+@pytest.mark.parametrize("shortcuts", ["1", "0"])
+def test_hydra_schema_stored_while_hydra_imports_builds_what_hydra_stored(tmp_path, shortcuts):
+    """runner.hydra_import: with the shortcuts on, ``hydra/config`` (Hydra's own schema, stored
+    by hydra.conf while Hydra is imported) is a lazy entry with Hydra's name, group, package and
+    provider, and it loads as ``OmegaConf.structured(HydraConf())`` (built here independently:
+    same YAML, type and equality), a new copy each load; with SIMLLM_HYDRA_SHORTCUTS=0 the entry
+    is Hydra's own, built at import. No finder is left on sys.meta_path either way, and
+    hydra.conf keeps its own loader."""
+    import json
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])     # this checkout, not the installed one
+    env = {**os.environ, "SIMLLM_HYDRA_SHORTCUTS": shortcuts, "SIMLLM_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    p = subprocess.run([sys.executable, "-c", _HYDRA_CONF_CHECK], env=env, capture_output=True,
+                       text=True, cwd=str(tmp_path), check=True)
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["lazy"] is (shortcuts == "1")
+    assert got["fields"] == ["config.yaml", "hydra", None, "hydra"]
+    assert got["same_yaml"] and got["same_type"] and got["equal"] and got["new_copy"]
+    assert not got["finder_left"] and got["own_loader"]
+
+
+
+def _same_tree(a, b, src, path="cfg"):
+    """Two deep copies of the same OmegaConf tree are alike node by node: node types, instance
+    dicts' keys, metadata (class, keys, each value's type and value; the flags dict and resolver
+    cache new objects, not the source's), values kept as the same object (OmegaConf copies them
+    shallowly), parents pointing into their own copy."""
+    from collections import defaultdict
+
+    assert type(a) is type(b), path
+    da, db, ds = a.__dict__, b.__dict__, src.__dict__
+    assert list(da) == list(db), path                  # the same keys, in the same order
+    assert da.get("_flags_cache") == db.get("_flags_cache"), path
+    ma, mb, ms = da["_metadata"], db["_metadata"], ds["_metadata"]
+    assert type(ma) is type(mb) and ma.__dict__.keys() == mb.__dict__.keys(), path
+    for k in ma.__dict__:
+        va, vb = ma.__dict__[k], mb.__dict__[k]
+        assert type(va) is type(vb) and va == vb, (path, k)
+        if isinstance(va, dict):
+            assert va is not ms.__dict__[k] and vb is not ms.__dict__[k], (path, k)
+        if isinstance(va, defaultdict):
+            assert va.default_factory is vb.default_factory, (path, k)
+    if "_val" in da:
+        assert da["_val"] is db["_val"] is ds["_val"], path
+    content = da.get("_content")
+    if isinstance(content, dict):
+        for k in content:
+            assert content[k]._get_parent() is a and db["_content"][k]._get_parent() is b, path
+            _same_tree(content[k], db["_content"][k], ds["_content"][k], f"{path}.{k}")
+    elif isinstance(content, list):
+        for i, (x, y, z) in enumerate(zip(content, db["_content"], ds["_content"])):
+            _same_tree(x, y, z, f"{path}[{i}]")
+    else:
+        assert content == db.get("_content"), path
+
+
+def test_node_copies_equal_omegaconfs_own(cfg_of):
+    """hydra_fast.fast_metadata_copy and fast_value_node_copy: a deep copy of a composed config
+    (a read-only node and a resolver-cache entry included) and of a config holding every patched
+    value-node type (path, bytes, enum-free scalars) is, node by node, the copy OmegaConf's own
+    code makes (both patches taken off for the reference: copy's generic path for the metadata,
+    each node class's own ``__deepcopy__``); the copy is independent of its source."""
+    from pathlib import Path
+
+    import omegaconf.nodes as nodes
+    from omegaconf.base import Metadata
+
+    assert getattr(Metadata.__dict__.get("__deepcopy__"), "_simllm", False)   # installed
+    patched = {n: vars(getattr(nodes, n))["__deepcopy__"] for n in app._VALUE_NODES}
+    assert all(getattr(f, "_simllm", False) for f in patched.values())
+    src = cfg_of("tracking=none", "hardware=h200")
+    OmegaConf.set_readonly(src.partition, True)
+    src.tracking._get_node("uri")._metadata.resolver_cache["oc.env"][("X",)] = "y"
+    other = OmegaConf.create({"p": Path("a/b"), "b": b"xy", "i": 3, "f": 0.5, "t": True, "s": "s",
+                              "n": None, "l": [1, "two", {"k": Path("c")}]})
+    for cfg in (src, other):
+        fast = copy.deepcopy(cfg)
+        meta = Metadata.__deepcopy__
+        del Metadata.__deepcopy__
+        for n, f in patched.items():
+            setattr(getattr(nodes, n), "__deepcopy__", f._hydra)
+        try:
+            ref = copy.deepcopy(cfg)
+        finally:
+            Metadata.__deepcopy__ = meta
+            for n, f in patched.items():
+                setattr(getattr(nodes, n), "__deepcopy__", f)
+        _same_tree(fast, ref, cfg)
+        assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(ref) == OmegaConf.to_yaml(cfg)
+    assert OmegaConf.is_readonly(fast.l) is None or not OmegaConf.is_readonly(fast.l)
+    fast = copy.deepcopy(src)
+    assert OmegaConf.is_readonly(fast.partition) and not OmegaConf.is_readonly(fast.workload)
+    with open_dict(fast):
+        fast.workload.batch_size = 3
+    assert src.workload.batch_size != 3
