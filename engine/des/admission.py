@@ -45,11 +45,13 @@ class Admission:
     # ------------------------------------------------ what a scheduler policy reads
     def any_prefilling(self) -> bool:
         """Whether a running sequence still has prompt tokens to prefill."""
-        return bool(np.count_nonzero(self.pf[:self.n]))
+        return self.n_prefill > 0
 
     def prefilling(self) -> list:
         """[(slot, prompt tokens still to prefill)] of the partially prefilled sequences, oldest
         admission first."""
+        if not self.n_prefill:
+            return []
         part = (self.pf[:self.n] > 0).nonzero()[0]
         if not len(part):
             return []
@@ -179,6 +181,7 @@ class Admission:
                 st.recompute_tokens += pf
                 st.recomputed[rid] += pf
             if pf:
+                self.n_prefill += 1
                 out.append((s, chunk))
                 used += chunk
             n_round += 1
@@ -188,8 +191,13 @@ class Admission:
     # ------------------------------------------------------- decode reservation
     def _grown(self, idx, k):
         """(blocks the sequences ``idx`` hold after ``k`` more decode steps, ceil((ctx + k -
-        cached) / bs); the blocks they hold now); ``idx`` an index array or a slice."""
-        return -(-(self.ctx[idx] + k - self.cached[idx]) // self.bs), self.blocks[idx]
+        cached) / bs) = (ctx + k + bs - 1 - cached) // bs in integers; the blocks they hold now);
+        ``idx`` an index array or a slice. ``cached`` is 0 without a prefix cache."""
+        g = self.ctx[idx] + (k + self.bs - 1)
+        if self.kv.prefix is not None:
+            g -= self.cached[idx]
+        g //= self.bs
+        return g, self.blocks[idx]
 
     def need(self, idx, k):
         """Extra KV blocks the sequences ``idx`` need to run ``k`` more decode steps."""
@@ -200,14 +208,16 @@ class Admission:
         """Reserve the next token's KV block for every decoding sequence, preempting newest
         first (``make_room``) when the pool lacks them; returns their slots, or None if none is
         decoding."""
-        didx = (self.pf[:self.n] == 0).nonzero()[0]
+        # every running sequence decodes unless some still prefill
+        didx = self._slots[:self.n] if not self.n_prefill else (self.pf[:self.n] == 0).nonzero()[0]
         nd = len(didx)
         if not nd:
             return None
         # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
         sel = slice(0, nd) if didx[-1] == nd - 1 else didx
         newb, blk = self._grown(sel, 1)
-        need = isum(np.maximum(newb - blk, 0))                           # ``need(sel, 1)``
+        d = newb - blk
+        need = isum(np.maximum(d, 0, out=d))                             # ``need(sel, 1)``
         if need > self.kv.avail():
             self.make_room(1)
             didx = sel = (self.pf[:self.n] == 0).nonzero()[0]
@@ -216,14 +226,17 @@ class Admission:
             newb, blk = self._grown(sel, 1)
             need = isum(np.maximum(newb - blk, 0))
         self.kv.take(need)
-        self.blocks[sel] = np.maximum(blk, newb)
+        if sel.__class__ is slice:        # blk is a view of the slot row
+            np.maximum(blk, newb, out=blk)
+        else:
+            self.blocks[sel] = np.maximum(blk, newb)
         return didx
 
     def unreserve(self, idx):
         """Give back blocks reserved beyond what the sequences ``idx`` hold now (a no-evict
         reservation keeps them)."""
         if not self.reserves:
-            newb = -(-(self.ctx[idx] - self.cached[idx]) // self.bs)
+            newb, _ = self._grown(idx, 0)
             self.kv.give(int((self.blocks[idx] - newb).sum()))
             self.blocks[idx] = newb
 

@@ -24,6 +24,8 @@ class Departures:
 
     def _remove(self, s):
         """Free slot ``s`` (``_release``) and move the last running slot into it."""
+        if self.pf[s]:
+            self.n_prefill -= 1
         self._release(s)
         last = self.n - 1
         if s != last:

@@ -20,6 +20,8 @@ exclude_drain, completed by its end, the last arrival); throughput, request thro
 count completions inside the window over its length. Without a window every request counts.
 """
 
+import math
+
 import numpy as np
 import polars as pl
 
@@ -27,13 +29,38 @@ from engine.des.state import State
 
 PCTS = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9))
 
+try:   # polars' typed constructor of a numpy column (the one its public path ends in)
+    from polars.datatypes.constructor import numpy_type_to_constructor as _numpy_constructor
+except ImportError:  # pragma: no cover - another polars layout: the public path
+    _numpy_constructor = None
+
+
+def series(name: str, a: np.ndarray) -> pl.Series:
+    """``pl.Series(name, a)`` of a plain 1-D numpy column (integer, float or bool), NaN kept as
+    NaN. Polars' public constructor asks ``numpy.ma`` whether each array is masked, which imports
+    numpy.ma on a process's first table (about 0.01 CPU-s, more than building the whole table of
+    10,000 requests); a plain array is never masked, so it goes to the typed constructor that path
+    ends in (the same column, same dtype). Anything else, or a polars without that constructor:
+    the public path."""
+    if (_numpy_constructor is None or a.ndim != 1 or a.dtype.kind not in "iufb"
+            or not a.dtype.isnative):
+        return pl.Series(name, a, nan_to_null=False)
+    a = np.ascontiguousarray(a)
+    # floats: the flag is nan_to_null (False); integers and bools: strict (True)
+    return pl.Series._from_pyseries(_numpy_constructor(a, a.dtype.type)(name, a, a.dtype.kind != "f"))
+
+
+def frame(columns: dict) -> pl.DataFrame:
+    """A DataFrame of plain numpy columns (``series``), in the order given."""
+    return pl.DataFrame([series(k, v) for k, v in columns.items()])
+
 
 def request_table(st: State) -> pl.DataFrame:
     """One row per request (times in s since the first arrival, latencies in ms)."""
     first, done, arr = st.first_token, st.completion, st.arrival
     out = st.output
     tpot = tpot_ms(st)
-    return pl.DataFrame({
+    return frame({
         "request_id": np.arange(st.n, dtype=np.int64),
         "arrival_s": arr,
         "prompt_len": st.prompt,
@@ -51,7 +78,7 @@ def request_table(st: State) -> pl.DataFrame:
         "recomputed_tokens": st.recomputed,
         "cached_tokens": st.cached_tokens,
         "rejected": st.rejected,
-    }, nan_to_null=False) if st.window is None else _with_window(st)
+    }) if st.window is None else _with_window(st)
 
 
 def tpot_ms(st: State) -> np.ndarray:
@@ -89,13 +116,38 @@ def _with_window(st: State) -> pl.DataFrame:
         t = request_table(st)
     finally:
         st.window = w
-    return t.with_columns(pl.Series("measured", _measured(st)))
+    return t.with_columns(series("measured", _measured(st)))
+
+
+def percentiles(v: np.ndarray, qs) -> list:
+    """``[float(numpy.percentile(v, q)) for q in qs]`` of finite values ``v`` (NaN when empty),
+    from one sort and numpy's own arithmetic of its default ``linear`` method (Hyndman & Fan's
+    7th): the virtual index i = (n - 1) q / 100 between the order statistics a = x[floor i] and
+    b = x[floor i + 1], g = i - floor i, and the value a + (b - a) g, or b - (b - a)(1 - g) when
+    g >= 0.5 (numpy's ``_lerp``); i >= n - 1 gives the largest. numpy.percentile itself calls
+    numpy.unique, which imports numpy.ma on a process's first call (about 0.01 CPU-s)."""
+    n = len(v)
+    if not n:
+        return [float("nan")] * len(qs)
+    x = np.sort(v).tolist()
+    out = []
+    for q in qs:
+        i = (n - 1) * (q / 100)
+        if i >= n - 1:
+            out.append(x[-1])
+            continue
+        lo = math.floor(i)
+        g = i - lo
+        a, b = x[lo], x[lo + 1]
+        d = b - a
+        out.append(b - d * (1 - g) if g >= 0.5 else a + d * g)
+    return out
 
 
 def _pcts(name: str, v: np.ndarray, out: dict) -> None:
     v = v[np.isfinite(v)]
-    for label, q in PCTS:
-        out[f"{name}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
+    for (label, _), p in zip(PCTS, percentiles(v, [q for _, q in PCTS])):
+        out[f"{name}_{label}"] = p
     out[f"{name}_mean"] = float(v.mean()) if v.size else float("nan")
 
 
@@ -252,8 +304,8 @@ def class_summary(st: State, table: pl.DataFrame, des, ok: np.ndarray) -> dict:
         for col in ("ttft_ms", "tpot_ms", "e2e_ms"):
             v = table[col].to_numpy()[m & done]
             v = v[np.isfinite(v)]
-            for label, q in (("p50", 50.0), ("p99", 99.0)):
-                out[f"{key}_{col}_{label}"] = float(np.percentile(v, q)) if v.size else float("nan")
+            for label, p in zip(("p50", "p99"), percentiles(v, (50.0, 99.0))):
+                out[f"{key}_{col}_{label}"] = p
         k = int(m.sum())
         a = float(ok[m].sum()) / k if k else float("nan")
         att.append(a)

@@ -45,13 +45,50 @@ def probe_line(f, batch: float):
     return None
 
 
+#: batch sizes whose lines ``line_memo`` proves together: 1-64, 65-128, ...
+LINE_BLOCK = 64
+
+
+def probe_lines(f, lo: int, m: int) -> list:
+    """``probe_line`` of the batch sizes B = lo, ..., lo + m - 1 from one evaluation of ``f(B, P)``
+    on flat arrays of every batch's probes (B repeated, B x _PROBE_CTX): the same elementwise
+    float64 operations per batch as ``probe_line``'s (its line, end points and the allclose test,
+    row by row), at numpy's per-call cost once instead of once per batch size. A list of
+    (a, b, p_max) or None, one per batch size."""
+    Bs = np.arange(lo, lo + m, dtype=np.float64)
+    P = Bs[:, None] * _PROBE_CTX
+    y = np.asarray(f(np.repeat(Bs, len(_PROBE_CTX)), P.ravel()), dtype=np.float64).reshape(P.shape)
+    b = (y[:, -1] - y[:, 0]) / (P[:, -1] - P[:, 0])
+    a = y[:, 0] - b * P[:, 0]
+    ok = np.isclose(a[:, None] + b[:, None] * P, y, rtol=1e-9, atol=0.0).all(axis=1)
+    return [(float(a[i]), float(b[i]), float(P[i, -1])) if ok[i] else None for i in range(m)]
+
+
+def line_memo(f) -> Callable[[int], tuple | None]:
+    """B -> ``probe_line`` of f(B, P) at batch size B (an int >= 1), memoised; a miss proves the
+    lines of its whole block of LINE_BLOCK batch sizes at once (``probe_lines``): a run meets
+    tens of batch sizes, each of which would otherwise cost its own step-model evaluation."""
+    lines: dict = {}
+
+    def get(B):
+        line = lines.get(B, 0)
+        if line == 0:
+            lo = (B - 1) // LINE_BLOCK * LINE_BLOCK + 1
+            for i, ln in enumerate(probe_lines(f, lo, LINE_BLOCK)):
+                lines.setdefault(lo + i, ln)
+            line = lines[B]
+        return line
+    return get
+
+
 def step_functions(sm: StepModel, noise: Noise | None):
     """(one-iteration time, decode-run times) from the step model, with the noise hook. The
     one-iteration function carries ``.roof``: the same iteration's roofline-busy seconds
     (``StepModel.pass_parts``, before noise), and ``.cold``, read from the same memo, so an iteration priced
     for its time and for its energy (engine.des.features.power) evaluates its operators once."""
     pass_parts, chunk_positions, decode_positions = sm.pass_parts, sm.chunk_positions, sm.decode_positions
-    lines: dict = {}
+    # decode_line of every batch size, a block at a time
+    line_of = line_memo(lambda B, P: sm.time(B, B, decode_seqs=B, decode_ctx=P))
     memo: dict = {}   # StepModel.pass_parts is pure: repeated batch compositions (same prompt lengths) hit
 
     def price(key, T, n, chunks, nd, dctx):
@@ -104,9 +141,7 @@ def step_functions(sm: StepModel, noise: Noise | None):
 
     def run(B, p0, k):
         """Times of k decode steps of B sequences attending p0 + B j positions in all."""
-        line = lines.get(B, 0)
-        if line == 0:
-            line = lines[B] = decode_line(sm, B)
+        line = line_of(B)
         Bj = grows.get(B)
         if Bj is None or k > len(Bj):
             Bj = grows[B] = float(B) * np.arange(max(k, 64, 0 if Bj is None else 2 * len(Bj)),
@@ -132,4 +167,4 @@ def swap_s_per_token(specs, des) -> float:
     return memory.kv_bytes_per_token(m) / shard / (des.scheduling.swap_bandwidth_gb_s * 1e9)
 
 
-__all__ = ["decode_line", "probe_line", "step_functions", "swap_s_per_token"]
+__all__ = ["decode_line", "line_memo", "probe_line", "probe_lines", "step_functions", "swap_s_per_token"]

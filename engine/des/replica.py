@@ -87,6 +87,8 @@ class Replica(Queue, Admission, Departures):
         self.last = np.full(S, np.nan)
         self._step = np.zeros((2, 1), np.int64)   # (k, -k) of a decode run (``finish``)
         self.n = 0
+        self.n_prefill = 0            # running sequences with prompt tokens still to prefill (pf > 0)
+        self._slots = np.arange(S)    # slot numbers: the first n are every running slot
         self.waiting: list = []       # the queue's heap (engine.des.queue)
         self._seq = 0
         self._key = KEYS[spec.scheduling.queue_policy]
@@ -261,7 +263,8 @@ class Replica(Queue, Admission, Departures):
                 step = self._step         # ctx += k, left -= k: rows 1 and 2 of _ints, one add
                 step[0, 0] = k
                 step[1, 0] = -k
-                self._ints[1:3, :n] += step
+                v = self._ints[1:3, :n]   # in place on the view (no write-back)
+                v += step
                 ntok = n * k
             else:       # speculative: each sequence's accepted tokens (tokens of a step arrive together)
                 tok = emit[-1]
@@ -290,8 +293,7 @@ class Replica(Queue, Admission, Departures):
             if (run.at_completion is None or emit is not None) and not self.reserves:
                 # truncated: give back the blocks reserved for steps not taken (a no-evict
                 # reservation keeps its prompt + output blocks); ceil((ctx - cached) / bs)
-                blk = self.blocks[:n]
-                newb = (self.ctx[:n] + (self.bs - 1) - self.cached[:n]) // self.bs
+                newb, blk = self._grown(slice(0, n), 0)
                 self.kv.give(isum(blk - newb))
                 blk[:] = newb
             st.tokens_out += ntok
@@ -310,7 +312,11 @@ class Replica(Queue, Admission, Departures):
                 # the decodes are usually the first nd slots: a slice (a view) indexes them cheaper
                 sel = slice(0, nd) if didx[-1] == nd - 1 else didx
                 if em is None:            # ctx += 1, left -= 1: rows 1 and 2 of _ints, one add
-                    self._ints[1:3, sel] += _ONE_STEP
+                    if sel.__class__ is slice:
+                        v = self._ints[1:3, sel]      # in place on the view (no write-back)
+                        v += _ONE_STEP
+                    else:
+                        self._ints[1:3, sel] += _ONE_STEP
                 else:
                     self.ctx[sel] += em
                     self.left[sel] -= em
@@ -335,6 +341,7 @@ class Replica(Queue, Admission, Departures):
                 pf[s] -= c
                 prefill += c
                 if pf[s] == 0:
+                    self.n_prefill -= 1
                     self._emit_first(s, t, tc)
                     maybe_done = maybe_done or left[s] <= 0
             self.iterations += 1

@@ -24,9 +24,11 @@ class DecodeRun:
 
     def first(self, j: int) -> "DecodeRun":
         """The run cut after its first ``j`` steps (an arrival or an abort truncated it)."""
-        cut = (lambda a: a if a is None or isinstance(a, tuple) else a[:j])
-        return DecodeRun(self.start, self.cum[:j], j, self.used, None, self.steps[:j], cut(self.emit),
-                         cut(self.busy), cut(self.energy), self.pstate)
+        emit, busy, energy = self.emit, self.busy, self.energy     # arrays cut, None or a line kept
+        return DecodeRun(self.start, self.cum[:j], j, self.used, None, self.steps[:j],
+                         None if emit is None else emit[:j],
+                         busy if busy is None or busy.__class__ is tuple else busy[:j],
+                         None if energy is None else energy[:j], self.pstate)
 
 
 @dataclass(slots=True)

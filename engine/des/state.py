@@ -77,25 +77,39 @@ class State:
         self.hit_tokens = 0
         self.lookup_tokens = 0
         self.itl_hist = np.zeros(_ITL_NBINS, np.float64)
-        self._itl_vals: list = []
+        self._itl_ones: list = []     # gap arrays of one token each
+        self._itl_vals: list = []     # gap arrays of ``_itl_wts`` tokens each
         self._itl_wts: list = []
 
     def add_itl(self, values: np.ndarray, weight) -> None:
-        """Record inter-token gaps ``values`` [s], each standing for ``weight`` tokens."""
-        vals = self._itl_vals
+        """Record inter-token gaps ``values`` [s], each standing for ``weight`` tokens (a whole
+        number: the histogram's bins hold exact token counts, the same in any order of adding)."""
+        if weight == 1.0:
+            vals = self._itl_ones
+        else:
+            vals = self._itl_vals
+            self._itl_wts.append(weight)
         vals.append(values)
-        self._itl_wts.append(weight)
         if len(vals) >= 16384:
             self.flush_itl()
 
     def flush_itl(self) -> None:
-        if not self._itl_vals:
-            return
-        vals = np.concatenate(self._itl_vals)
-        wts = np.repeat(np.asarray(self._itl_wts, dtype=np.float64), list(map(len, self._itl_vals)))
+        """Bin the gaps recorded since the last flush into ``itl_hist``."""
+        if self._itl_ones:
+            self._bin(np.concatenate(self._itl_ones), None)
+            self._itl_ones = []
+        if self._itl_vals:
+            self._bin(np.concatenate(self._itl_vals),
+                      np.repeat(np.asarray(self._itl_wts, dtype=np.float64), list(map(len, self._itl_vals))))
+            self._itl_vals, self._itl_wts = [], []
+
+    def _bin(self, vals: np.ndarray, wts) -> None:
+        """Add gaps ``vals`` [s] (a fresh array, overwritten) of weights ``wts`` (None: one token
+        each) to the histogram; gaps <= 0 are left out."""
         ok = vals > 0
         if not ok.all():
-            vals, wts = vals[ok], wts[ok]
+            vals = vals[ok]
+            wts = wts[ok] if wts is not None else None
         # bin = clip(int((log10(v) - ITL_LO) x bins per decade)), in place on the concatenated copy
         np.log10(vals, out=vals)
         vals -= ITL_LO
@@ -103,7 +117,6 @@ class State:
         idx = vals.astype(np.int64)
         np.clip(idx, 0, _ITL_NBINS - 1, out=idx)
         self.itl_hist += np.bincount(idx, weights=wts, minlength=_ITL_NBINS)
-        self._itl_vals, self._itl_wts = [], []
 
     def itl_percentiles_ms(self, qs) -> list:
         """Weighted percentiles of the ITL histogram [ms] (bin centres; bins are 1.2 % wide)."""

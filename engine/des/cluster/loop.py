@@ -135,7 +135,9 @@ class Loop:
         inf = float("inf")
         while True:
             nxt = arr[ptr] if ptr < n_open else inf
-            if nxt < inf and (not heap or (nxt, 1) < heap[0][:2]):
+            # the arrival first unless the heap's head is earlier, or as early with priority 0
+            # (an iteration end; (nxt, 1) < (time, priority) as tuples)
+            if nxt < inf and (not heap or nxt < heap[0][0] or (nxt == heap[0][0] and 1 < heap[0][1])):
                 t = nxt
                 self.area += self.n_sys * (t - self.t_prev)
                 self.t_prev = t

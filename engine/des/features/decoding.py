@@ -40,7 +40,10 @@ class PlainDecoding:
         pc = kv.prefix
         ctx = rep.ctx[:n]
         # blocks each sequence holds at the end of k more steps: ceil((ctx + k - cached) / bs)
-        newb = (ctx + (kmax + bs - 1) - rep.cached[:n]) // bs
+        newb = ctx + (kmax + bs - 1)
+        if pc is not None:            # cached is 0 without a prefix cache
+            newb -= rep.cached[:n]
+        newb //= bs
         blk = rep.blocks[:n]
         if rep.reserves:
             need = int(np.maximum(newb - blk, 0).sum())

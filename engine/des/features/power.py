@@ -40,7 +40,6 @@ def roof_functions(sm, one_roof=None):
     piecewise-linear). ``line(B, p0, k)`` gives (a, b, p0, B) - step j's roof is a + b (p0 + B j),
     summed in closed form by ``busy_total`` - or the array of k roofs where no line holds."""
     memo: dict = {}
-    lines: dict = {}
 
     def one(T, n, chunks, nd, dctx):
         key = (T, n, chunks, nd, dctx)
@@ -61,12 +60,9 @@ def roof_functions(sm, one_roof=None):
         B = float(B)
         return np.asarray(roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B), dtype=np.float64)
 
-    def fit(B):
-        line = lines.get(B, 0)
-        if line == 0:
-            from engine.des.pricing import probe_line
-            line = lines[B] = probe_line(lambda P: at(B, P), float(B))
-        return line
+    from engine.des.pricing import line_memo
+    # the roof's line of every batch size, a block at a time (B and P flat arrays)
+    fit = line_memo(lambda B, P: roof_s(sm, B, B, 0.0, 0.0, sm.decode_positions(B, P), B))
 
     def run(B, P):
         line = fit(B)
@@ -147,14 +143,18 @@ class Power:
     def charge_run(self, rep, run, t) -> None:
         """A decode run ended at ``t``: its joules shared by the running sequences."""
         n = rep.n
-        rep.st.energy_decode_j[rep.rid[:n]] += self.account(run, True, t) / n
+        if run.energy is None:        # ``account`` of a run the limiter did not price
+            e = self.spent(run.cum.item(-1), busy_total(run.busy, run.k), t)
+        else:
+            e = self.account(run, True, t)
+        rep.st.energy_decode_j[rep.rid[:n]] += e / n
 
     def charge_iteration(self, rep, run, t, q) -> None:
         """A mixed iteration ended at ``t``: its joules shared by its tokens (a prompt chunk's
         tokens, q per verifying decode: 1 without speculation). An iteration that moved no token
         (a disaggregated pool's KV hand-off step) keeps its energy in the device total only."""
         st, nd, chunks = rep.st, run.nd, run.chunks
-        e_it = self.account(run, False, t)
+        e_it = self.spent(run.dur, run.busy, t) if run.energy is None else self.account(run, False, t)
         pre = 0
         for _, c in chunks:
             pre += c
@@ -200,10 +200,14 @@ class Power:
             self.commit(len(steps), t_end, steps, run.energy, busy, run.pstate)
             return float(run.energy[:len(steps)].sum())
         if decode:
-            dur, b = float(run.cum[-1]), busy_total(run.busy, run.k)
-        else:
-            dur, b = run.dur, run.busy
-        b = min(b, dur)
+            return self.spent(float(run.cum[-1]), busy_total(run.busy, run.k), t_end)
+        return self.spent(run.dur, run.busy, t_end)
+
+    def spent(self, dur: float, b: float, t_end: float) -> float:
+        """Joules of ``dur`` seconds of iterations, ``b`` of them roofline-busy (at most ``dur``),
+        at nominal clock ending at ``t_end``: devices x (P_idle dur + dP b), added to the totals."""
+        if b > dur:
+            b = dur
         e = self.devices * (self.p_idle * dur + self.dp * b)
         self.energy_j += e
         self.run_s += dur

@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 
 from engine.des.features.bounds import decode_lb_s, prefill_lb_s
+from engine.des.metrics import series
 from engine.result import Assumption
 
 
@@ -43,11 +44,11 @@ def table_columns(specs, des, feats: dict, st, table: pl.DataFrame, rtt_half_s: 
     """The per-request table with the features' columns: energy_prefill_j, energy_decode_j,
     energy_j (with a power model), prefill_lb_ms, and with ``token_times`` the timestamps of each
     token (s, as first_token_s) and the gaps between them (ms)."""
-    cols = [pl.Series("prefill_lb_ms", prefill_lb_s(specs, st.prompt) * 1e3)]
+    cols = [series("prefill_lb_ms", prefill_lb_s(specs, st.prompt) * 1e3)]
     if feats["powers"]:
-        cols += [pl.Series("energy_prefill_j", st.energy_prefill_j),
-                 pl.Series("energy_decode_j", st.energy_decode_j),
-                 pl.Series("energy_j", st.energy_prefill_j + st.energy_decode_j)]
+        cols += [series("energy_prefill_j", st.energy_prefill_j),
+                 series("energy_decode_j", st.energy_decode_j),
+                 series("energy_j", st.energy_prefill_j + st.energy_decode_j)]
     if st.token_times is not None:
         times = [(np.concatenate(tt) + rtt_half_s) if tt else np.zeros(0) for tt in st.token_times]
         cols += [pl.Series("token_times_s", [t.tolist() for t in times], dtype=pl.List(pl.Float64)),
