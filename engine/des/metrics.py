@@ -40,14 +40,16 @@ def series(name: str, a: np.ndarray) -> pl.Series:
     NaN. Polars' public constructor asks ``numpy.ma`` whether each array is masked, which imports
     numpy.ma on a process's first table (about 0.01 CPU-s, more than building the whole table of
     10,000 requests); a plain array is never masked, so it goes to the typed constructor that path
-    ends in (the same column, same dtype). Anything else, or a polars without that constructor:
-    the public path."""
+    ends in (the same column, same dtype). Anything else, or a polars whose private constructor
+    is missing or is called differently (pyproject allows polars 1.x-2.x): the public path."""
     if (_numpy_constructor is None or a.ndim != 1 or a.dtype.kind not in "iufb"
             or not a.dtype.isnative):
         return pl.Series(name, a, nan_to_null=False)
     a = np.ascontiguousarray(a)
-    # floats: the flag is nan_to_null (False); integers and bools: strict (True)
-    return pl.Series._from_pyseries(_numpy_constructor(a, a.dtype.type)(name, a, a.dtype.kind != "f"))
+    try:    # floats: the flag is nan_to_null (False); integers and bools: strict (True)
+        return pl.Series._from_pyseries(_numpy_constructor(a, a.dtype.type)(name, a, a.dtype.kind != "f"))
+    except (TypeError, AttributeError, ValueError):   # another polars: its private layout changed
+        return pl.Series(name, a, nan_to_null=False)
 
 
 def frame(columns: dict) -> pl.DataFrame:

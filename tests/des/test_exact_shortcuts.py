@@ -48,6 +48,21 @@ def test_table_columns_are_polars_public_ones():
     assert got["f64"].null_count() == 0 and got["f64"].is_nan().sum() == int(np.isnan(f).sum())
 
 
+def test_table_falls_back_when_polars_private_constructor_changes(monkeypatch):
+    """A polars whose private typed constructor is called differently: the public path, the
+    same columns (compared with pl.DataFrame of the same arrays)."""
+    import engine.des.metrics as metrics
+
+    def changed(*args, **kwargs):           # a constructor with another signature
+        raise TypeError("numpy_type_to_constructor() takes 1 positional argument")
+
+    monkeypatch.setattr(metrics, "_numpy_constructor", changed)
+    cols = {"i64": np.arange(5, dtype=np.int64), "f64": np.array([0.5, np.nan, 2.0, 3.0, 4.0])}
+    got = frame(cols)
+    assert got.equals(pl.DataFrame(cols, nan_to_null=False))
+    assert got["f64"].null_count() == 0
+
+
 def test_results_do_not_import_numpy_ma():
     # polars' numpy path and numpy.percentile both import numpy.ma (~0.01 CPU-s on first use)
     code = ("import sys, numpy as np; from engine.des.metrics import frame, percentiles; "
