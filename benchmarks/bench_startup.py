@@ -57,7 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._measure import ROOT, Bench, import_time_top  # noqa: E402
+from benchmarks._measure import ROOT, Bench, import_time_top, installed_env  # noqa: E402
 
 TARGETS = {"help": 0.3, "analytical": 0.4, "des 1k": 0.5, "analytical, tracked": 0.8}
 
@@ -140,8 +140,7 @@ def main():
     checkout = Path(args.checkout).resolve() if args.checkout else ROOT
     env["PYTHONPATH"] = os.pathsep.join([str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])
     if not args.compile_each_time:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        env = installed_env(env, tmp / "pycache")
     base_env = None
     if args.baseline:    # its own caches; the same interpreter, packages and bytecode setting
         base = Path(args.baseline).resolve()

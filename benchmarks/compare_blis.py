@@ -32,6 +32,9 @@ per round, in turn): process CPU-s (user + system of the child), wall-s and peak
 CPU-s: simllm's ``simulate()`` call timed in its own process; BLIS's process CPU-s less the least
 CPU-s of the same command replaying a 1-request trace (its start-up). The load average at the
 start and end is recorded with the machine and commits (benchmarks/results/compare_blis.json).
+simllm's children run as an installed package does (``_measure.installed_env``: compiled modules
+cached, filled by one untimed run of each simllm command on a 1-request trace), whatever
+``PYTHONDONTWRITEBYTECODE`` the environment sets.
 """
 
 import argparse
@@ -50,7 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import Bench, run_child  # noqa: E402
+from benchmarks._measure import Bench, installed_env, run_child  # noqa: E402
 
 BLIS_MODEL = "meta-llama/llama-3.1-8b-instruct"
 BLIS_ARGS = ["--model", BLIS_MODEL, "--latency-model", "roofline", "--hardware", "H100", "--tp", "1",
@@ -277,28 +280,32 @@ def main():
         one = write_traces(tmp, "one", np.zeros(1), np.array([512]), np.array([64]))
         bench.info["streams"] = {k: {x: v[x] for x in ("n", "span_s", "prompt_mean", "output_mean")}
                                  for k, v in traces.items()}
+        def simllm(who: str, tr: dict, overrides: list) -> list:
+            """simllm's two commands on trace ``tr``: the whole run and simulate() alone."""
+            app = [sys.executable, "-m", "runner.app", *overrides, "workload=azure_conv",
+                   f"workload.trace.path={tr['simllm']}", f"workload.num_requests={tr['n']}",
+                   "tracking=none", f"hydra.run.dir={tmp / 'runs' / 'x'}"]
+            child = [sys.executable, __file__, "--sim-child", str(tr["simllm"]), str(tr["n"]), *overrides]
+            return [(who, app), (f"{who} simulate()", child)]
+
         # the runs, interleaved round by round
         runs = [(k, "blis", blis_cmd(binary, tr), src) for k, tr in traces.items()]
         for k, tr in traces.items():
-            runs.append((k, "simllm", [sys.executable, "-m", "runner.app", *SIMLLM_MATCHED, "workload=azure_conv",
-                                       f"workload.trace.path={tr['simllm']}", f"workload.num_requests={tr['n']}",
-                                       "tracking=none", f"hydra.run.dir={tmp / 'runs' / 'x'}"], ROOT))
-            runs.append((k, "simllm simulate()", [sys.executable, __file__, "--sim-child", str(tr["simllm"]),
-                                                   str(tr["n"]), *SIMLLM_MATCHED], ROOT))
+            runs += [(k, who, cmd, ROOT) for who, cmd in simllm("simllm", tr, SIMLLM_MATCHED)]
         if a.vllm_v1 and a.azure:
             k = f"azure {a.azure:,}"
-            tr = traces[k]
-            runs.append((k, "simllm vllm_v1", [sys.executable, "-m", "runner.app", *SIMLLM_VLLM_V1, "workload=azure_conv",
-                                               f"workload.trace.path={tr['simllm']}", f"workload.num_requests={tr['n']}",
-                                               "tracking=none", f"hydra.run.dir={tmp / 'runs' / 'x'}"], ROOT))
-            runs.append((k, "simllm vllm_v1 simulate()", [sys.executable, __file__, "--sim-child", str(tr["simllm"]),
-                                                           str(tr["n"]), *SIMLLM_VLLM_V1], ROOT))
+            runs += [(k, who, cmd, ROOT) for who, cmd in simllm("simllm vllm_v1", traces[k], SIMLLM_VLLM_V1)]
         start = [run_child(blis_cmd(binary, one), cwd=src)["cpu_s"] for _ in range(3)]
+        env = installed_env(os.environ, tmp / "pycache")
+        for overrides in [SIMLLM_MATCHED] + ([SIMLLM_VLLM_V1] if a.vllm_v1 and a.azure else []):
+            for _, cmd in simllm("warm-up", one, overrides):        # fills the bytecode cache
+                shutil.rmtree(tmp / "runs", ignore_errors=True)
+                run_child(cmd, cwd=ROOT, env=env)
         got: dict = {}
         for rep in range(bench.reps):
             for k, who, cmd, cwd in runs:
                 shutil.rmtree(tmp / "runs", ignore_errors=True)
-                r = run_child(cmd, cwd=cwd)
+                r = run_child(cmd, cwd=cwd, env=None if who == "blis" else env)
                 if "simulate()" in who:
                     line = next(x for x in r["stdout"].splitlines() if x.startswith("RESULT "))
                     work = json.loads(line[7:])
