@@ -35,14 +35,8 @@ def decode_line(sm: StepModel, batch: int):
 
 def probe_line(f, batch: float):
     """(a, b, p_max) with f(P) = a + b P for P <= p_max, proven on the probes B x _PROBE_CTX
-    (``decode_line``; f convex piecewise-linear in P), or None."""
-    P = float(batch) * _PROBE_CTX
-    y = np.asarray(f(P), dtype=np.float64)
-    b = (y[-1] - y[0]) / (P[-1] - P[0])
-    a = y[0] - b * P[0]
-    if np.allclose(a + b * P, y, rtol=1e-9, atol=0.0):
-        return float(a), float(b), float(P[-1])
-    return None
+    (``decode_line``; f convex piecewise-linear in P), or None: ``probe_lines`` of one batch size."""
+    return probe_lines(lambda _B, P: f(P), batch, 1)[0]
 
 
 #: batch sizes whose lines ``line_memo`` proves together: 1-64, 65-128, ...
@@ -50,11 +44,11 @@ LINE_BLOCK = 64
 
 
 def probe_lines(f, lo: int, m: int) -> list:
-    """``probe_line`` of the batch sizes B = lo, ..., lo + m - 1 from one evaluation of ``f(B, P)``
-    on flat arrays of every batch's probes (B repeated, B x _PROBE_CTX): the same elementwise
-    float64 operations per batch as ``probe_line``'s (its line, end points and the allclose test,
-    row by row), at numpy's per-call cost once instead of once per batch size. A list of
-    (a, b, p_max) or None, one per batch size."""
+    """For each batch size B = lo, ..., lo + m - 1: (a, b, p_max) with f(B, P) = a + b P for
+    P <= p_max, or None. The line through the end probes P = B x _PROBE_CTX[0] and [-1], proven by
+    every probe agreeing with it to 1e-9 (f convex piecewise-linear in P: ``decode_line``). One
+    evaluation of ``f`` on flat arrays of every batch's probes (B repeated) and row-wise float64
+    arithmetic: numpy's per-call cost once per block instead of once per batch size."""
     Bs = np.arange(lo, lo + m, dtype=np.float64)
     P = Bs[:, None] * _PROBE_CTX
     y = np.asarray(f(np.repeat(Bs, len(_PROBE_CTX)), P.ravel()), dtype=np.float64).reshape(P.shape)

@@ -87,6 +87,10 @@ def test_lines_by_block_are_the_lines_one_by_one(framework):
                                                          sm.decode_positions(float(B), P), float(B))),
                              float(B))
             assert roofs[i] == one
+        a, b, pmax = block[0]                 # the line itself, against the step model at its probes
+        P = np.array([0.25, 0.5, 1.0]) * pmax
+        assert np.allclose(a + b * P, [sm.time(float(lo), float(lo), decode_seqs=float(lo), decode_ctx=x)
+                                       for x in P], rtol=1e-9, atol=0.0)
     get = line_memo(f_time)
     assert get(70) == decode_line(sm, 70) and get(3) == decode_line(sm, 3)
 
