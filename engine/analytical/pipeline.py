@@ -52,6 +52,13 @@ def _axes(specs: Specs, overrides: dict) -> dict:
     return {k: np.asarray(v, dtype=float) for k, v in base.items()}
 
 
+def _visible_hbm(specs: Specs, x: dict):
+    """Device memory the runtime reports [bytes] at this grid point: the point's ``hbm_capacity``
+    x the chip's ``hbm_visible_fraction`` (``HardwareSpec``; 1 when its sheet gives no
+    ``hbm_visible``). Every memory rule (KV room, fit) sizes against it."""
+    return x["hbm_capacity_bytes"] * specs.hardware.hbm_visible_fraction
+
+
 #: What bounds a phase, indexed by ``_bound``'s codes.
 _BOUND_LABELS = np.array(["compute", "memory", "comm"])
 
@@ -84,7 +91,7 @@ def _disagg(specs: Specs, x: dict, sm_d, ttft_co_s, tpot_s, fits, out: dict) -> 
     cal = specs.calibration
     chunk = np.where((x["prefill_chunk"] > 0) & (x["prefill_chunk"] < S), x["prefill_chunk"], S)
     p_mem = kvcache.footprint(m, B, S, ptp, ppp, pep, psp, np.where(chunk < S, chunk, B * S),
-                              x["hbm_capacity_bytes"],
+                              _visible_hbm(specs, x),
                               cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens)
     mismatch = ((ptp != tp) | (ppp != pp) | (psp != sp)).astype(float)
     hand = disagg.handoff_s(B, S, memory.kv_bytes_per_token(m), m.num_layers, opt.kv_block_tokens,
@@ -145,7 +152,7 @@ def evaluate(specs: Specs, *, lean: bool = False, need=None, sm=None, **override
     # KV room by the framework profile's own rule (kvcache.framework_rule: the one the DES sizes
     # its KV blocks with), the activations at this batch's pass
     rule = kvcache.framework_rule(specs.framework, specs.framework.max_num_batched_tokens)
-    mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, x["hbm_capacity_bytes"],
+    mem = kvcache.footprint(m, B, S + N, tp, pp, ep, sp, pass_tokens, _visible_hbm(specs, x),
                             cal.memory_reserve_bytes, specs.kv_usable_fraction, opt.kv_block_tokens,
                             rule)
     if opt.spec_decode.method != "none":     # the draft's weights and KV share the HBM (specdec)
@@ -285,7 +292,7 @@ def _with_draft_memory(specs: Specs, mem: dict, x: dict) -> dict:
     cap = np.maximum(mem["kv_capacity"] - w_d * specs.kv_usable_fraction, 0.0)
     w = mem["weights"] + w_d
     kv = mem["kv"] + B * seq_d
-    fits = ((w + mem["activations"] + specs.calibration.memory_reserve_bytes <= x["hbm_capacity_bytes"])
+    fits = ((w + mem["activations"] + specs.calibration.memory_reserve_bytes <= _visible_hbm(specs, x))
             & (kv <= cap))
     return dict(mem, weights=w, kv=kv, kv_capacity=cap, fits=fits,
                 max_seqs=np.floor(cap / (seq_t + seq_d)))

@@ -208,11 +208,11 @@ def _summary(point: dict, specs: Specs) -> dict:
     s.update({k: g[k] for k in _OPTIONAL if k in g})
     s.update(op_shares(specs))
     if not s["fits_in_memory"]:
-        cap = specs.hardware.hbm_capacity_bytes / 1e9
+        cap = specs.hardware.visible_bytes / 1e9
         s["memory_reason"] = (
             f"needs {g['weights_gb']:.1f} GB weights + {g['activation_gb']:.1f} GB activations + "
             f"{specs.calibration.memory_reserve_bytes / 1e9:.1f} GB reserve + {g['kv_cache_gb']:.1f} GB KV "
-            f"per device; {cap:.1f} GB HBM leaves {g['kv_capacity_gb']:.1f} GB usable for KV")
+            f"per device; {cap:.1f} GB HBM (as the runtime reports it) leaves {g['kv_capacity_gb']:.1f} GB usable for KV")
         s["bound"] = "memory_capacity"
     else:
         s["memory_reason"] = "fits"

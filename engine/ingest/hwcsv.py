@@ -476,6 +476,19 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
         for g in [f] + [o for o in others if o.si is not None and round(o.si, 6) == round(f.si, 6)]:
             if "uncertain" in g.notes.lower() or "moderate confidence" in g.notes.lower():
                 assumptions.append(_uncertain(f.field, display(f.kind, f.si, f.field), g.notes))
+    # the runtime's total (an hbm_visible row) -> hbm_visible_fraction, a ratio to hbm_capacity
+    vis = next((fo for (k, *_), fo in chosen.items() if k == "hbm_visible"), None)
+    if vis is not None and vis[0].si is not None and entries.get("hbm_capacity") is not None:
+        f, others = vis
+        cap = entries["hbm_capacity"].value
+        frac = f.si / cap
+        if not 0.5 <= frac <= 1.2:
+            raise SheetError(path, f.line, f.row, f"hbm_visible {display('capacity', f.si)} is "
+                                                  f"{fmt(frac)} x hbm_capacity {display('capacity', cap)}: "
+                                                  "expected 0.5-1.2 (the runtime's total of the same memory)")
+        entries["hbm_visible_fraction"] = Entry(frac, fmt(round(frac, 6)), _comment(f, others))
+        assumptions.append(f"hbm_visible_fraction: the runtime's total {display('capacity', f.si)} / "
+                           f"hbm_capacity {display('capacity', cap)} = {fmt(round(frac, 6))}")
     for fld, variants in comp.items():
         for f, _ in variants.values():
             if f.si is not None and ("uncertain" in f.notes.lower() or "moderate confidence" in f.notes.lower()):

@@ -43,6 +43,7 @@ PARAMS = {
     "peak_compute": (None, "compute"),          # field from the precision column
     "hbm_bandwidth": ("hbm_bandwidth", "hbm_bandwidth"),
     "hbm_capacity": ("hbm_capacity", "capacity"),
+    "hbm_visible": (None, "capacity"),          # -> hbm_visible_fraction (hwcsv._assemble)
     "sram_capacity": ("sram", "sram"),
     "scaleup_bandwidth": ("scaleup_bandwidth", "bandwidth"),
     "scaleup_latency": ("scaleup_latency", "latency"),
@@ -64,6 +65,8 @@ ALIASES = {
     "tensor_peak_compute": ("peak_compute", None, None),
     "memory_bandwidth": ("hbm_bandwidth", None, None),
     "memory_capacity": ("hbm_capacity", None, None),
+    "memory_visible": ("hbm_visible", None, None),
+    "cuda_total_memory": ("hbm_visible", None, None),
     "sram": ("sram_capacity", None, None),
     "onchip_sram": ("sram_capacity", None, None),
     "l2_cache": ("sram_capacity", None, None),
@@ -94,7 +97,7 @@ REQUIRED_FIELDS = tuple(k for k, (f, md) in FIELDS.items()
                         if f.default is MISSING and f.default_factory is MISSING)
 #: Order of the fields in the written YAML (every field of HardwareSpec; a test checks it).
 FIELD_ORDER = ("peak_bf16", "peak_fp8", "peak_int8", "peak_fp4", "compute_figures_sparse",
-               "sparse_to_dense_factor", "hbm_capacity", "hbm_bandwidth", "sram",
+               "sparse_to_dense_factor", "hbm_capacity", "hbm_visible_fraction", "hbm_bandwidth", "sram",
                "scaleup_bandwidth", "scaleup_latency", "scaleout_bandwidth", "scaleout_latency",
                "devices_per_node", "tdp", "host_bandwidth", "price_per_hour", "kernel_tables")
 assert set(FIELD_ORDER) == set(FIELDS), "FIELD_ORDER must list every HardwareSpec config key"

@@ -26,6 +26,15 @@ class HardwareSpec:
     peak_flops_bf16: float = param(key="peak_bf16", unit="TFLOPS", range=(1e12, 1e18))
     hbm_capacity_bytes: float = param(key="hbm_capacity", unit="GB", range=(1e9, 10e12))
     hbm_bandwidth_bytes_s: float = param(key="hbm_bandwidth", unit="TB/s", range=(1e10, 100e12))
+    #: Device memory the CUDA/ROCm runtime reports as the device's total (``cudaMemGetInfo``'s
+    #: total, what vLLM logs as ``total_gpu_memory``) per byte of ``hbm_capacity``: the memory
+    #: serving frameworks size their KV cache against is ``hbm_capacity x hbm_visible_fraction``.
+    #: Sheets print HBM in binary-sized stacks ("80 GB" is 80 GiB of DRAM, less what ECC and the
+    #: driver keep), so the runtime's total differs from the SI figure (H100 SXM5: 79.15 GiB =
+    #: 84.99e9 bytes against 80e9, 1.0623). A sheet gives it as an ``hbm_visible`` row (the total
+    #: itself); a ratio, so a sweep over ``hbm_capacity`` scales the visible memory with it.
+    #: 1 = not known (the SI figure stands for it).
+    hbm_visible_fraction: float = param(1.0, range=(0.5, 1.2))
     peak_flops_fp8: float | None = param(None, key="peak_fp8", unit="TFLOPS", range=(1e12, 1e18))
     peak_flops_int8: float | None = param(None, key="peak_int8", unit="TOPS", range=(1e12, 1e18))
     peak_flops_fp4: float | None = param(None, key="peak_fp4", unit="TFLOPS", range=(1e12, 1e18))
@@ -72,6 +81,10 @@ class HardwareSpec:
         if self.hbm_capacity_bytes > 10e12:
             raise SpecError(f"{g}.hbm_capacity", f"{self.hbm_capacity_bytes / 1e9:g} GB",
                             "at most 10 TB for one device")
+        if not 0.5 <= self.hbm_visible_fraction <= 1.2:
+            raise SpecError(f"{g}.hbm_visible_fraction", self.hbm_visible_fraction,
+                            "the runtime's total per byte of hbm_capacity, within 0.5-1.2 (1.0623 for "
+                            "79.15 GiB seen of 80 GB; check GB vs GiB, per-device vs per-node)")
         non_negative(g, "sram", self.sram_bytes, unit="bytes")
         positive(g, "scaleup_bandwidth", self.scaleup_bandwidth_bytes_s, allow_none=True, unit="bytes/s")
         positive(g, "scaleout_bandwidth", self.scaleout_bandwidth_bytes_s, allow_none=True, unit="bytes/s")
@@ -85,6 +98,11 @@ class HardwareSpec:
         if not isinstance(self.kernel_tables, str):
             raise SpecError(f"{g}.kernel_tables", self.kernel_tables,
                             'a string naming a kernel-table set (e.g. "h100_sxm"), or "" for none')
+
+    @property
+    def visible_bytes(self) -> float:
+        """Device memory as the runtime reports it [bytes]: ``hbm_capacity x hbm_visible_fraction``."""
+        return self.hbm_capacity_bytes * self.hbm_visible_fraction
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak in FLOP/s for a math precision (``bf16``, ``fp16``, ``fp8``, ``int8``, ``fp4``).

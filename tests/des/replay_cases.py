@@ -91,13 +91,16 @@ def tables(base):
 
 
 #: The calibration the fixture was recorded under (conf/calibration/default.yaml at 6491ca9, the
-#: roofline-priced default of that day; per-request overhead 0): pinned here so that refitting the
-#: default calibration does not move what this replay checks (the schedulers, not the prices).
+#: roofline-priced default of that day; per-request overhead 0) and the device memory of that day
+#: (the sheet's 80 GB, before the runtime's total): pinned here so that refitting the default
+#: calibration or correcting a chip's memory does not move what this replay checks (the
+#: schedulers, not the prices).
 RECORDED_CALIBRATION = ("calibration.compute_efficiency=0.6884", "calibration.memory_bandwidth_efficiency=0.6228",
                         "calibration.comm_efficiency=0.4494", "calibration.step_overhead=1133.8us",
                         "calibration.per_token_overhead=12.57us", "calibration.per_request_overhead=0",
                         "calibration.launch_overhead=0us", "calibration.cost.backend=roofline",
-                        "framework=generic")   # the neutral profile the tables were recorded under
+                        "framework=generic",   # the neutral profile the tables were recorded under
+                        "hardware.hbm_visible_fraction=1.0")   # the memory then: the sheet's SI figure
 
 
 def main(path):

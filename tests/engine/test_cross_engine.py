@@ -67,7 +67,8 @@ def test_des_kv_capacity_is_the_analytical_footprint(case):
     # / tp + routed experts / max(tp, ep), at the weight dtype incl. group scales, on the largest
     # stage (pp = 1 here: all layers); activations at the DES's largest iteration; KV room by
     # the profile's rule: vLLM's (the default profile, vllm_v1: kv_rule total_fraction) is
-    # HBM x gpu_memory_utilization - weights - activations (its reserves are 0 GB); one token's
+    # V x gpu_memory_utilization - weights - activations (its reserves are 0 GB), V the memory the
+    # runtime reports: hbm_capacity x hbm_visible_fraction (the H100 sheet: 79.15 GiB); one token's
     # KV is split min(tp, KV heads) ways (MLA: 1 head, the latent is whole on every rank).
     pc = param_counts(m)
     wb = weight_bytes_per_param(m)
@@ -75,7 +76,7 @@ def test_des_kv_capacity_is_the_analytical_footprint(case):
     act = memory.activation_peak_bytes(m, des_spec.scheduling.max_num_batched_tokens, des_spec.scheduling.max_num_seqs, p.tp)
     fw = specs.framework
     assert fw.kv_rule == "total_fraction" and not fw.runtime_reserve_bytes and not fw.cuda_graph_reserve_bytes
-    cap = hw.hbm_capacity_bytes * fw.gpu_memory_utilization - w - act
+    cap = hw.hbm_capacity_bytes * hw.hbm_visible_fraction * fw.gpu_memory_utilization - w - act
     split = 1 if m.attention == "mla" else min(p.tp, m.num_kv_heads)
     tokens = cap * split / memory.kv_bytes_per_token(m)
     assert r["weights_gb"] == pytest.approx(w / 1e9, rel=1e-9), name
@@ -83,7 +84,7 @@ def test_des_kv_capacity_is_the_analytical_footprint(case):
     assert r["kv_blocks"] == int(tokens // des_spec.kv.block_size), name
     # ... and it is what the analytical engine's footprint says for the same iteration
     a = kvcache.footprint(m, des_spec.scheduling.max_num_seqs, 1, p.tp, p.pp, p.ep, p.sp,
-                          des_spec.scheduling.max_num_batched_tokens, hw.hbm_capacity_bytes,
+                          des_spec.scheduling.max_num_batched_tokens, hw.visible_bytes,
                           c.memory_reserve_bytes, c.kv_usable_fraction, 16,
                           kvcache.framework_rule(fw, des_spec.scheduling.max_num_batched_tokens))
     assert float(a["kv_capacity"]) / 1e9 == pytest.approx(r["kv_capacity_gb"], rel=1e-12)

@@ -184,3 +184,22 @@ def test_hwcsv_command_writes_yaml_and_reports_errors(tmp_path, capsys):
     assert import_main(["hwcsv", str(bad), "--name", "jal", "--out", str(tmp_path / "b.yaml")]) == 2
     err = capsys.readouterr().err
     assert "bad.csv:9:" in err and "wrong kind" in err
+
+
+def test_runtime_total_becomes_a_visible_fraction_and_moves_the_kv_room():
+    """An ``hbm_visible`` row (the runtime's total) is kept as hbm_visible_fraction = total /
+    hbm_capacity: 79.15 GiB = 79.15 x 2^30 = 84,986,665,370 bytes over 80e9 = 1.062333, and the
+    spec's visible memory is that total again (the memory rules' input, tests/des/test_kv_rules.py)."""
+    base = SEED_CSV.replace("hbm_capacity,192,GB,,hotchips_p25", "hbm_capacity,80,GB,,sheet")
+    sheet = _sheet(base + "hbm_visible,79.15,GiB,,nvidia-smi\n")
+    assert sheet.si("hbm_visible_fraction") == pytest.approx(79.15 * 2 ** 30 / 80e9, rel=1e-12)
+    text = sheet.yaml_text()
+    assert "hbm_visible_fraction: 1.062333" in text
+    assert "the runtime's total 84.98666537 GB / hbm_capacity 80 GB = 1.062333" in text
+    plain = _sheet(base).hardware_spec()
+    assert plain.hbm_visible_fraction == 1.0 and plain.visible_bytes == 80e9
+    vis = sheet.hardware_spec()
+    assert vis.visible_bytes == pytest.approx(79.15 * 2 ** 30, rel=1e-12)
+    # a runtime total that is not the same memory (a per-node figure) names the line and the ratio
+    with pytest.raises(SheetError, match=r"sheet.csv:9: hbm_visible .* expected 0.5-1.2"):
+        _sheet(base + "hbm_visible,640,GiB,,nvidia-smi\n")

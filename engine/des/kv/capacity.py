@@ -33,7 +33,7 @@ def kv_capacity(specs: Specs, block_size: int, max_batched_tokens: int, max_seqs
     m, p, c, hw = specs.model, specs.partition, specs.calibration, specs.hardware
     rule = kvcache.framework_rule(specs.framework, max_batched_tokens)
     k = kvcache.capacity(m, p.tp, p.pp, p.ep, p.sp, float(max_batched_tokens), float(max_seqs),
-                         hw.hbm_capacity_bytes, c.memory_reserve_bytes, specs.kv_usable_fraction,
+                         hw.visible_bytes, c.memory_reserve_bytes, specs.kv_usable_fraction,
                          rule)
     tokens = float(k["tokens"])
     blocks = int(tokens // block_size)
