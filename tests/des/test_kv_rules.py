@@ -22,11 +22,12 @@ vLLM V1 (V x 0.9 - weights - activations at T = 8192, S = 1024), BF16 TP1:
     act = 8192 x 61440 x 2 + 1024 x 151936 x 4 = 1,006,632,960 + 622,329,856 = 1,628,962,816
     KV = 76,487,976,000 - 65,524,213,760 - 1,628,962,816 = 9,334,799,424 B -> 35,609 tokens
 SGLang (mem_fraction_static = round((G - reserved) / G, 3), G = V / 2^20 = 81,049.6 MiB,
-    reserved = 512 + 1.5 x 8192 + 2 x 160 + 1024 x tp / 8 MiB; KV = V x f - weights), BF16 TP1:
+    reserved = 512 + 1.5 x 8192 + 2 x 160 + 1024 x tp / 8 MiB; KV = (V - R) x f - weights, R the
+    0.7 GiB = 751,619,276.8 B in use before the weights load), BF16 TP1:
     reserved = 13,248 MiB, f = round(67,801.6 / 81,049.6, 3) = 0.837
-    KV = 71,133,817,680 - 65,524,213,760 = 5,609,603,920 B -> 21,398 tokens
-    TP2: reserved 13,376, f = round(0.83497, 3) = 0.835: KV = 70,963,844,400 - 32,762,106,880
-    = 38,201,737,520 B per device, x 2 / 262,144 -> 291,456 tokens
+    KV = 70,504,712,345 - 65,524,213,760 = 4,980,498,585 B -> 18,999 tokens
+    TP2: reserved 13,376, f = round(0.83497, 3) = 0.835: KV = 70,336,242,304 - 32,762,106,880
+    = 37,574,135,424 B per device, x 2 / 262,144 -> 286,667 tokens
 TensorRT-LLM ((V - weights - activations at T = 8192, S = 2048 - 2 GB reserve) x 0.9), BF16 TP1:
     act = 1,006,632,960 + 2048 x 151936 x 4 = 2,251,292,672
     KV = (V - 65,524,213,760 - 2,251,292,672 - 2e9) x 0.9 = 13,690,020,211 B -> 52,223 tokens
@@ -57,7 +58,8 @@ SGLANG = FrameworkSpec(name="sglang", scheduler="sglang", chunked_prefill=True, 
                        max_num_seqs=1024, max_num_batched_tokens=16384, block_size=1,
                        cuda_graph_sizes=(1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104,
                                          112, 120, 128, 136, 144, 152, 160), watermark=0.0,
-                       kv_rule="static_fraction", new_token_ratio=0.7, new_token_ratio_min=0.098,
+                       kv_rule="static_fraction", runtime_reserve_bytes=0.7 * 2 ** 30,
+                       new_token_ratio=0.7, new_token_ratio_min=0.098,
                        retract_decode_steps=20)
 TRTLLM = FrameworkSpec(name="trtllm", scheduler="orca", chunked_prefill=True, chunk_size=0,
                        max_num_seqs=2048, max_num_batched_tokens=8192, preemption="none",
@@ -83,7 +85,7 @@ def _hand(rule, fp8, tp):
     elif rule == "sglang":
         g = V / 2 ** 20
         reserved = max(512 + 1.5 * 8192 + 2 * 160 + 1024 * tp / 8, 10 * 1024)
-        kv = V * round((g - reserved) / g, 3) - w
+        kv = (V - 0.7 * 2 ** 30) * round((g - reserved) / g, 3) - w
     elif rule == "trtllm":
         kv = (V - w - act(8192, 2048) - 2e9) * 0.9
     else:
@@ -107,7 +109,7 @@ def test_capacity_by_the_frameworks_rule(name, tp, fp8):
 def test_worked_figures_of_the_docstring():
     assert _hand("vllm", False, 1) == pytest.approx(9_334_799_424 / 262_144, rel=1e-12)
     assert int(_hand("vllm", False, 1)) == 35_609
-    assert int(_hand("sglang", False, 1)) == 21_398 and int(_hand("sglang", False, 2)) == 291_456
+    assert int(_hand("sglang", False, 1)) == 18_999 and int(_hand("sglang", False, 2)) == 286_667
     assert int(_hand("trtllm", False, 1)) == 52_223
     assert float(kvcache.sglang_mem_fraction_static(V, 8192, 160, 1, 1)) == 0.837
     # on the sheet's SI figure (a chip whose runtime total is not known) SGLang's own rule gives 0.826
@@ -121,14 +123,14 @@ def test_both_engines_read_one_capacity():
     rule = kvcache.framework_rule(SGLANG, 16384)
     fp = kvcache.footprint(QWEN3_32B, 1024, 1152, 1, 1, 1, 1, 16384.0, V, 2e9, 0.9, 1, rule)
     assert float(fp["kv_capacity"]) / 1e9 == pytest.approx(cap.kv_capacity_gb, rel=1e-12)
-    assert not bool(fp["fits"])          # 1024 x 1152 tokens do not fit in 21,398
+    assert not bool(fp["fits"])          # 1024 x 1152 tokens do not fit in 18,999
     assert bool(kvcache.footprint(QWEN3_32B, 1, 1152, 1, 1, 1, 1, 16384.0, V, 2e9, 0.9, 1,
                                   rule)["fits"])
 
 
 def test_user_settings_move_the_capacity():
     # framework.gpu_memory_utilization=0.95 adds 0.05 x V = 4.249e9 bytes = 16,210 tokens;
-    # framework.mem_fraction_static=0.85 replaces 0.837: + 0.013 x V = 1.105e9 B = 4,215 tokens
+    # framework.mem_fraction_static=0.85 replaces 0.837: + 0.013 x (V - 0.7 GiB) = 1.095e9 B = 4,177 tokens
     base = replace(specs(), model=QWEN3_32B, framework=FRAMEWORK["vllm_v1"])
     more = replace(base, framework=replace(FRAMEWORK["vllm_v1"], gpu_memory_utilization=0.95))
     d = kv_capacity(more, 1, 8192, 1024).tokens - kv_capacity(base, 1, 8192, 1024).tokens
@@ -136,7 +138,7 @@ def test_user_settings_move_the_capacity():
     sg = replace(base, framework=SGLANG)
     sg85 = replace(base, framework=replace(SGLANG, mem_fraction_static=0.85))
     d = kv_capacity(sg85, 1, 16384, 1024).tokens - kv_capacity(sg, 1, 16384, 1024).tokens
-    assert d == pytest.approx(0.013 * V / 262_144, rel=1e-9)
+    assert d == pytest.approx(0.013 * (V - 0.7 * 2 ** 30) / 262_144, rel=1e-9)
     with pytest.raises(SpecError, match="kv_rule"):
         FrameworkSpec(kv_rule="half")
     with pytest.raises(SpecError, match="new_token_ratio_min"):
