@@ -5,6 +5,7 @@ the same thing in a CSV row and on the command line.
 """
 
 import functools
+import pickle
 
 import pint
 
@@ -21,7 +22,10 @@ def registry() -> pint.UnitRegistry:
         # pint's own cache of its parsed definition files (the user cache folder): ~0.09 CPU-s of a
         # process's start-up saved; the definitions below are applied on top either way
         ureg = pint.UnitRegistry(on_redefinition="ignore", cache_folder=":auto:")
-    except OSError:              # no writable cache folder: parse the definitions afresh
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+        # no writable cache folder, or a cache file another process is still writing (two test
+        # workers or jobs starting together on a cold cache read a truncated pickle): parse the
+        # definitions afresh
         ureg = pint.UnitRegistry(on_redefinition="ignore")
     ureg.define("FLOP = [computation] = flop")
     ureg.define("FLOPS = FLOP / second = flops")
