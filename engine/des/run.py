@@ -204,8 +204,10 @@ def simulate(specs: Specs, des: DesSpec | None = None, *, stream: RequestStream 
         if fleet is not None and s.get("replica_hours"):
             s["utilisation"] = float(sum(r.busy_s for r in reps) / (s["replica_hours"] * 3600.0))
     if blocks > 0:
-        s.update(feature_report.summary(specs, feats, st, table, s, span, devices))
-        table = feature_report.table_columns(specs, des, feats, st, table, des.clients.client_rtt_ms / 2e3)
+        lbs = feature_report.lower_bounds(specs, st)
+        s.update(feature_report.summary(specs, feats, st, table, s, span, devices, lbs))
+        table = feature_report.table_columns(specs, des, feats, st, table, lbs,
+                                             des.clients.client_rtt_ms / 2e3)
     s["bound"] = binding_bound(sm, s, st) if blocks > 0 else "memory_capacity"
     if blocks > 0 and st.n:
         s.update(decode_shares(sm, s, st))

@@ -42,6 +42,7 @@ from engine.ingest.sheet_vocab import (CHIP, DIVIDE, FIELD_ORDER, KINDS, MULTIPL
                                        fmt, limit, resolve, same_text)
 from engine.ingest.units import registry
 from engine.spec import HardwareSpec
+from engine.spec.hardware import VISIBLE_FRACTION_RANGE
 from engine.spec.meta import config_fields
 
 #: Columns a sheet may have; the first five are required.
@@ -482,10 +483,11 @@ def _assemble(path, name, figures, description, sparse_override) -> HardwareShee
         f, others = vis
         cap = entries["hbm_capacity"].value
         frac = f.si / cap
-        if not 0.5 <= frac <= 1.2:
+        lo, hi = VISIBLE_FRACTION_RANGE
+        if not lo <= frac <= hi:
             raise SheetError(path, f.line, f.row, f"hbm_visible {display('capacity', f.si)} is "
                                                   f"{fmt(frac)} x hbm_capacity {display('capacity', cap)}: "
-                                                  "expected 0.5-1.2 (the runtime's total of the same memory)")
+                                                  f"expected {lo:g}-{hi:g} (the runtime's total of the same memory)")
         entries["hbm_visible_fraction"] = Entry(frac, fmt(round(frac, 6)), _comment(f, others))
         assumptions.append(f"hbm_visible_fraction: the runtime's total {display('capacity', f.si)} / "
                            f"hbm_capacity {display('capacity', cap)} = {fmt(round(frac, 6))}")

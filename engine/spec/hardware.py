@@ -6,6 +6,10 @@ from engine.errors import SpecError
 from engine.spec._check import fraction, non_negative, positive, positive_int
 from engine.spec.meta import param
 
+#: The runtime's total per byte of the sheet's capacity a device may have (hbm_visible_fraction):
+#: beyond it the two figures are not the same memory (GB vs GiB slips, per-node totals).
+VISIBLE_FRACTION_RANGE = (0.5, 1.2)
+
 #: Math precisions a sheet gives peaks for. fp16 shares the bf16 figure on every current chip.
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "fp4")
 
@@ -34,7 +38,7 @@ class HardwareSpec:
     #: 84.99e9 bytes against 80e9, 1.0623). A sheet gives it as an ``hbm_visible`` row (the total
     #: itself); a ratio, so a sweep over ``hbm_capacity`` scales the visible memory with it.
     #: 1 = not known (the SI figure stands for it).
-    hbm_visible_fraction: float = param(1.0, range=(0.5, 1.2))
+    hbm_visible_fraction: float = param(1.0, range=VISIBLE_FRACTION_RANGE)
     peak_flops_fp8: float | None = param(None, key="peak_fp8", unit="TFLOPS", range=(1e12, 1e18))
     peak_flops_int8: float | None = param(None, key="peak_int8", unit="TOPS", range=(1e12, 1e18))
     peak_flops_fp4: float | None = param(None, key="peak_fp4", unit="TFLOPS", range=(1e12, 1e18))
@@ -81,9 +85,10 @@ class HardwareSpec:
         if self.hbm_capacity_bytes > 10e12:
             raise SpecError(f"{g}.hbm_capacity", f"{self.hbm_capacity_bytes / 1e9:g} GB",
                             "at most 10 TB for one device")
-        if not 0.5 <= self.hbm_visible_fraction <= 1.2:
+        lo, hi = VISIBLE_FRACTION_RANGE
+        if not lo <= self.hbm_visible_fraction <= hi:
             raise SpecError(f"{g}.hbm_visible_fraction", self.hbm_visible_fraction,
-                            "the runtime's total per byte of hbm_capacity, within 0.5-1.2 (1.0623 for "
+                            f"the runtime's total per byte of hbm_capacity, within {lo:g}-{hi:g} (1.0623 for "
                             "79.15 GiB seen of 80 GB; check GB vs GiB, per-device vs per-node)")
         non_negative(g, "sram", self.sram_bytes, unit="bytes")
         positive(g, "scaleup_bandwidth", self.scaleup_bandwidth_bytes_s, allow_none=True, unit="bytes/s")

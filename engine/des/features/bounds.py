@@ -17,38 +17,31 @@ from dataclasses import replace
 import numpy as np
 
 
-#: (specs, its lower-bound model): the last one built (a run's results ask for it three times)
-_LAST: list = [None, None]
-
-
 def lower_bound_model(specs):
     """The StepModel of the lower bounds (module docstring): spec-sheet peaks, roofline, no
     overheads."""
-    if _LAST[0] is specs:
-        return _LAST[1]
     from engine.analytical import step
     p = specs.partition
     sm = step.build(specs, p.tp, p.pp, p.ep, p.sp, compute_efficiency=1.0, memory_bandwidth_efficiency=1.0)
     sm = replace(sm._as_floats(), kern=None, step_overhead_s=0.0, per_token_overhead_s=0.0,
                  per_prefill_token_s=0.0, eager_s=0.0,
                  frontend_s_per_token=0.0)
-    _LAST[:] = [specs, sm]
     return sm
 
 
-def prefill_lb_s(specs, prompts: np.ndarray) -> np.ndarray:
-    """Per-request prefill lower bound [s]: the prompt alone, one pass, at the peaks."""
+def prefill_lb_s(sm, specs, prompts: np.ndarray) -> np.ndarray:
+    """Per-request prefill lower bound [s]: the prompt alone, one pass, at the peaks (``sm`` the
+    ``lower_bound_model``)."""
     from engine.analytical import prefill
-    sm = lower_bound_model(specs)
     S = np.asarray(prompts, dtype=float)
     return np.asarray(prefill.single_pass(sm, specs.model, 1.0, S, float(specs.partition.pp), 1, 0.0)["ttft_s"]
                       * np.ones_like(S))
 
 
-def decode_lb_s(specs, batch: float, S: float, N: float) -> float:
-    """Decode-step lower bound [s] at batch ``batch``, prompt S, output N (mean context)."""
+def decode_lb_s(sm, specs, batch: float, S: float, N: float) -> float:
+    """Decode-step lower bound [s] at batch ``batch``, prompt S, output N (mean context; ``sm`` the
+    ``lower_bound_model``)."""
     from engine.analytical import decode
-    sm = lower_bound_model(specs)
     pp = float(specs.partition.pp)
     return float(decode.tpot(sm, specs.model, max(batch, 1.0), S, max(N, 2.0), pp,
                              specs.analytical.pp_microbatches)["tpot_s"])

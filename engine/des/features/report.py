@@ -6,13 +6,22 @@ assumptions.md lines, from the objects ``engine.des.features.build`` made (``fea
 import numpy as np
 import polars as pl
 
-from engine.des.features.bounds import decode_lb_s, prefill_lb_s
+from engine.des.features.bounds import decode_lb_s, lower_bound_model, prefill_lb_s
 from engine.des.metrics import series
 from engine.result import Assumption
 
 
-def summary(specs, feats: dict, st, table: pl.DataFrame, s: dict, span_s: float, devices: int) -> dict:
-    """Summary figures of the attached features and the lower-bound check."""
+def lower_bounds(specs, st) -> tuple:
+    """(the lower-bound step model, each request's prefill lower bound [s]): built once for the
+    summary and the table (``engine.des.features.bounds``)."""
+    sm = lower_bound_model(specs)
+    return sm, prefill_lb_s(sm, specs, st.prompt)
+
+
+def summary(specs, feats: dict, st, table: pl.DataFrame, s: dict, span_s: float, devices: int,
+            bounds: tuple) -> dict:
+    """Summary figures of the attached features and the lower-bound check (``bounds``: from
+    ``lower_bounds``)."""
     out = {}
     if feats["powers"]:
         from engine.des.features import power
@@ -25,7 +34,7 @@ def summary(specs, feats: dict, st, table: pl.DataFrame, s: dict, span_s: float,
                    spec_steps=st.spec_steps)
     done = np.isfinite(table["ttft_ms"].to_numpy()) & np.isfinite(st.completion)
     if done.any():
-        lb = prefill_lb_s(specs, st.prompt[done]) * 1e3
+        lb = bounds[1][done] * 1e3
         out["prefill_lb_ms"] = float(lb.mean())
         out["prefill_lb_ratio"] = float(np.mean(table["ttft_ms"].to_numpy()[done]) / lb.mean())
         svc = table["ttft_ms"].to_numpy()[done] - table["queueing_ms"].to_numpy()[done]
@@ -34,17 +43,18 @@ def summary(specs, feats: dict, st, table: pl.DataFrame, s: dict, span_s: float,
         tp = tp[np.isfinite(tp)]
         if tp.size:
             b = float(s.get("batch_size_mean") or 1.0)
-            dlb = decode_lb_s(specs, b, float(np.mean(st.prompt[done])), float(np.mean(st.output[done]))) * 1e3
+            dlb = decode_lb_s(bounds[0], specs, b, float(np.mean(st.prompt[done])), float(np.mean(st.output[done]))) * 1e3
             out["decode_lb_ms"] = dlb
             out["decode_lb_ratio"] = float(tp.mean() / dlb)
     return out
 
 
-def table_columns(specs, des, feats: dict, st, table: pl.DataFrame, rtt_half_s: float = 0.0) -> pl.DataFrame:
+def table_columns(specs, des, feats: dict, st, table: pl.DataFrame, bounds: tuple,
+                  rtt_half_s: float = 0.0) -> pl.DataFrame:
     """The per-request table with the features' columns: energy_prefill_j, energy_decode_j,
     energy_j (with a power model), prefill_lb_ms, and with ``token_times`` the timestamps of each
     token (s, as first_token_s) and the gaps between them (ms)."""
-    cols = [series("prefill_lb_ms", prefill_lb_s(specs, st.prompt) * 1e3)]
+    cols = [series("prefill_lb_ms", bounds[1] * 1e3)]
     if feats["powers"]:
         cols += [series("energy_prefill_j", st.energy_prefill_j),
                  series("energy_decode_j", st.energy_decode_j),
@@ -92,4 +102,4 @@ def assumptions(specs, des, feats: dict) -> list:
     return out
 
 
-__all__ = ["summary", "table_columns", "assumptions"]
+__all__ = ["lower_bounds", "summary", "table_columns", "assumptions"]

@@ -246,10 +246,11 @@ def build_case(row: dict, model_configs: dict | None = None) -> Case:
 @functools.lru_cache(maxsize=32)
 def _small_gpu_for_vllm(hw: str) -> bool:
     """vLLM V1 (engine/arg_utils.py get_batch_defaults) uses its small defaults unless the GPU has
-    >= 70 GiB and is not an A100."""
+    >= 70 GiB, as the runtime reports it (hbm_capacity x hbm_visible_fraction), and is not an A100."""
     from omegaconf import OmegaConf
 
     from runner.units import to_si
 
-    cap = to_si("hardware.hbm_capacity", OmegaConf.load(CONF / "hardware" / f"{hw}.yaml").hbm_capacity, "GB")
+    node = OmegaConf.load(CONF / "hardware" / f"{hw}.yaml")
+    cap = to_si("hardware.hbm_capacity", node.hbm_capacity, "GB") * float(node.get("hbm_visible_fraction", 1.0))
     return cap < 70 * 2 ** 30 or hw.startswith("a100")
